@@ -1,0 +1,105 @@
+"""One registry from domain errors to HTTP statuses, with a JSON `detail` string."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.errors import (
+    AppError,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    Unauthorized,
+    Unavailable,
+    ValidationFailed,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: dict[type[AppError], int] = {
+    ValidationFailed: 422,
+    InvalidInput: 400,
+    NotFound: 404,
+    Conflict: 409,
+    Unauthorized: 401,
+    Forbidden: 403,
+    PayloadTooLarge: 413,
+    Unavailable: 503,
+    AppError: 500,
+}
+RETRY_AFTER_SECONDS = "5"
+
+
+def status_for(exc: AppError) -> int:
+    """Walk the MRO, as Starlette does, so subclasses inherit their parent's status."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return 500
+
+
+def _loc(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or str(loc[0] if loc else "request")
+
+
+def validation_detail(exc: RequestValidationError) -> str:
+    messages = []
+    for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            messages.append(f"malformed JSON body: {err.get('ctx', {}).get('error', '')}".strip())
+            continue
+        messages.append(f"{_loc(err.get('loc', ()))}: {err.get('msg', 'invalid')}")
+    return "; ".join(messages) or "invalid request"
+
+
+def is_database_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, PoolTimeout | OperationalError | InterfaceError):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, ConnectionError | TimeoutError)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def app_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, AppError)
+        status = status_for(exc)
+        headers = {"Retry-After": RETRY_AFTER_SECONDS} if status == 503 else None
+        return JSONResponse({"detail": exc.detail}, status_code=status, headers=headers)
+
+    async def request_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse({"detail": validation_detail(exc)}, status_code=422)
+
+    async def http_exception(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if is_database_unavailable(exc):
+            log.warning("database unavailable", extra={"error": type(exc).__name__})
+            return JSONResponse(
+                {"detail": "the database is unavailable; retry shortly"},
+                status_code=503,
+                headers={"Retry-After": RETRY_AFTER_SECONDS},
+            )
+        log.exception("unhandled error", extra={"path": request.url.path})
+        return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+    app.add_exception_handler(AppError, app_error)
+    app.add_exception_handler(RequestValidationError, request_validation)
+    app.add_exception_handler(StarletteHTTPException, http_exception)
+    app.add_exception_handler(Exception, unexpected)

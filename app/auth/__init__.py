@@ -1,0 +1,1 @@
+"""Authentication: who is calling, and for which tenant."""

@@ -1,0 +1,83 @@
+"""The one Settings object. Built once (by the CLI or a test) and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./graphkeep.db"
+
+
+class Settings(BaseSettings):
+    """graphkeep configuration; every field reads `GRAPHKEEP_<NAME>` from the environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GRAPHKEEP_",
+        env_nested_delimiter="__",
+        extra="ignore",
+    )
+
+    # --- storage
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="SQLAlchemy async URL; the default is the embedded SQLite file.",
+    )
+    db_pool_size: int = Field(10, ge=1, description="Connection pool size (PostgreSQL).")
+    db_max_overflow: int = Field(10, ge=0, description="Extra connections beyond the pool.")
+    db_timeout_seconds: float = Field(
+        10.0, gt=0, description="Connect and pool-checkout timeout; past it the API answers 503."
+    )
+    encryption_key: SecretStr | None = Field(
+        None, description="AES key (16, 24 or 32 bytes) to encrypt checkpoints at rest."
+    )
+
+    # --- serving
+    host: str = Field("127.0.0.1", description="Address `graphkeep serve` binds.")
+    port: int = Field(8123, ge=0, le=65535, description="Port `graphkeep serve` binds.")
+    config_file: Path | None = Field(
+        None, description="langgraph.json-compatible file; the example graphs when unset."
+    )
+    max_body_bytes: int = Field(
+        10 * 1024 * 1024, ge=1024, description="Request bodies above this get 413."
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list, description="Allowed CORS origins; none by default."
+    )
+    log_format: Literal["text", "json"] = Field("text", description="Log format.")
+    log_level: str = Field("INFO", description="Root log level.")
+
+    # --- auth
+    auth: Literal["none", "jwt"] = Field("none", description="Authentication mode.")
+    jwt_secret: SecretStr | None = Field(None, description="HS256 shared secret.")
+    jwt_algorithms: list[str] = Field(
+        default_factory=lambda: ["HS256"], description="Accepted JWT algorithms."
+    )
+    jwt_public_key_file: Path | None = Field(None, description="PEM public key (RS256/ES256).")
+    jwt_jwks_file: Path | None = Field(None, description="JWKS file with public keys.")
+    jwt_issuer: str | None = Field(None, description="Required `iss` claim.")
+    jwt_audience: str | None = Field(None, description="Required `aud` claim.")
+    jwt_leeway_seconds: int = Field(30, ge=0, description="Clock skew allowed on exp / nbf.")
+    jwt_tenant_claim: str = Field("tenant_id", description="Claim that names the tenant.")
+    metrics_token: SecretStr | None = Field(
+        None, description="Bearer token required on /metrics when set."
+    )
+
+    # --- runs and workers
+    workers: int = Field(4, ge=0, description="In-process worker tasks of `graphkeep serve`.")
+    lease_seconds: float = Field(30.0, ge=1, description="Run lease; recovery happens within it.")
+    max_attempts: int = Field(3, ge=1, description="Attempts before a crashing run ends in error.")
+    drain_timeout_seconds: float = Field(
+        30.0, ge=0, description="How long SIGTERM waits for runs to reach a super-step boundary."
+    )
+    run_timeout_seconds: float | None = Field(
+        None, gt=0, description="Per-run time limit; a run past it ends with status timeout."
+    )
+    stream_event_retention_seconds: int = Field(
+        3600, ge=0, description="How long stream events are kept after their run ends."
+    )
+    sweep_interval_seconds: float = Field(
+        60.0, gt=0, description="How often retention and TTL sweepers run."
+    )

@@ -1,0 +1,1 @@
+"""Database layer: tables, engine, dialect differences, migrations."""

@@ -1,0 +1,67 @@
+"""Run Alembic migrations and check whether a database is at head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def alembic_config() -> Config:
+    """The Alembic config, from a source checkout or from the installed wheel."""
+    for ini, script in (
+        (_PACKAGE.parent / "alembic.ini", _PACKAGE.parent / "alembic"),
+        (_PACKAGE / "_alembic.ini", _PACKAGE / "_alembic"),
+    ):
+        if script.is_dir():
+            cfg = Config(str(ini)) if ini.is_file() else Config()
+            cfg.set_main_option("script_location", str(script))
+            return cfg
+    raise RuntimeError("alembic scripts not found next to the app package")
+
+
+def head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def _upgrade(connection: Connection, revision: str) -> None:
+    cfg = alembic_config()
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, revision)
+
+
+def _downgrade(connection: Connection, revision: str) -> None:
+    cfg = alembic_config()
+    cfg.attributes["connection"] = connection
+    command.downgrade(cfg, revision)
+
+
+def _current(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
+    """Upgrade to `revision` (head by default). Idempotent."""
+    async with engine.begin() as conn:
+        await conn.run_sync(_upgrade, revision)
+
+
+async def downgrade(engine: AsyncEngine, revision: str = "base") -> None:
+    async with engine.begin() as conn:
+        await conn.run_sync(_downgrade, revision)
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    async with engine.connect() as conn:
+        return await conn.run_sync(_current)
+
+
+async def is_at_head(engine: AsyncEngine) -> bool:
+    return await current_revision(engine) == head_revision()

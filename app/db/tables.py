@@ -1,0 +1,255 @@
+"""The whole data model on one MetaData (SQLAlchemy Core).
+
+Every tenant-owned table carries `tenant_id`, and its main index leads with it. Checkpoint
+tables and run events also carry `thread_id`, their distribution key when sharding (Citus):
+no hot query on them may join across threads.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+from app.db.types import JSONType, UTCDateTime
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+TENANT = String(255)
+# Byte-order text on PostgreSQL so a namespace prefix search is an index range scan whatever
+# the database collation; SQLite compares bytes already.
+PREFIX = Text().with_variant(Text(collation="C"), "postgresql")
+ID = String(36)  # canonical lowercase UUID text; portable across dialects
+SYSTEM_TENANT = "*"  # owner of the per-graph system assistants, visible to every tenant
+
+# --------------------------------------------------------------------------- assistants
+
+assistants = Table(
+    "assistants",
+    metadata,
+    Column("assistant_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("graph_id", String(255), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("config", JSONType, nullable=False),
+    Column("context", JSONType, nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_assistants_tenant_created", "tenant_id", "created_at"),
+    Index("ix_assistants_tenant_graph", "tenant_id", "graph_id"),
+)
+
+assistant_versions = Table(
+    "assistant_versions",
+    metadata,
+    Column(
+        "assistant_id",
+        ID,
+        ForeignKey("assistants.assistant_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("version", Integer, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("graph_id", String(255), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("config", JSONType, nullable=False),
+    Column("context", JSONType, nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+# --------------------------------------------------------------------------- threads
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("thread_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("status", String(16), nullable=False),  # idle | busy | interrupted | error
+    Column("metadata", JSONType, nullable=False),
+    Column("config", JSONType, nullable=False),
+    Column("values", JSONType, nullable=True),  # cache of the latest checkpoint's values
+    Column("interrupts", JSONType, nullable=False),
+    Column("error", JSONType, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("state_updated_at", UTCDateTime, nullable=False),
+    Column("ttl_minutes", Float, nullable=True),
+    Column("ttl_strategy", String(16), nullable=True),  # delete | keep_latest
+    Column("expires_at", UTCDateTime, nullable=True),
+    Index("ix_threads_tenant_created", "tenant_id", "created_at"),
+    Index("ix_threads_tenant_status", "tenant_id", "status"),
+    Index("ix_threads_expires_at", "expires_at"),
+)
+
+# --------------------------------------------------------------------------- runs
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column(
+        "thread_id",
+        ID,
+        ForeignKey("threads.thread_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("assistant_id", ID, nullable=False),
+    Column("graph_id", String(255), nullable=False),
+    # pending | running | success | error | timeout | interrupted
+    Column("status", String(16), nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("kwargs", JSONType, nullable=False),
+    Column("multitask_strategy", String(16), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    # a pending run is eligible from this time on (after_seconds, retry back-off)
+    Column("available_at", UTCDateTime, nullable=False),
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("ended_at", UTCDateTime, nullable=True),
+    Column("worker_id", String(255), nullable=True),
+    Column("lease_expires_at", UTCDateTime, nullable=True),
+    Column("attempt", Integer, nullable=False, server_default=text("0")),
+    # set when a cancel is asked for; the executing worker sees it and stops
+    Column("cancel_action", String(16), nullable=True),
+    Column("cancel_reason", Text, nullable=True),
+    Column("error", JSONType, nullable=True),
+    Column("temporary", Boolean, nullable=False, server_default=text("false")),
+    Index("ix_runs_status_available", "status", "available_at"),
+    Index("ix_runs_thread_created", "thread_id", "created_at"),
+    Index("ix_runs_tenant_created", "tenant_id", "created_at"),
+    Index("ix_runs_lease", "status", "lease_expires_at"),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("thread_id", ID, nullable=False),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("event", String(255), nullable=False),
+    Column("data", Text, nullable=False),  # compact JSON, written once and sent as is
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=True),
+    Index("ix_run_events_thread", "thread_id"),
+    Index("ix_run_events_expires_at", "expires_at"),
+)
+
+# --------------------------------------------------------------------------- checkpoints
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("tenant_id", TENANT, primary_key=True),
+    Column("thread_id", String(255), primary_key=True),
+    Column("checkpoint_ns", String(255), primary_key=True),
+    Column("checkpoint_id", String(64), primary_key=True),
+    Column("parent_checkpoint_id", String(64), nullable=True),
+    Column("run_id", String(64), nullable=True),
+    Column("type", String(32), nullable=True),
+    Column("checkpoint", LargeBinary, nullable=False),
+    Column("metadata", JSONType, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_checkpoints_run_id", "tenant_id", "run_id"),
+)
+
+checkpoint_blobs = Table(
+    "checkpoint_blobs",
+    metadata,
+    Column("tenant_id", TENANT, primary_key=True),
+    Column("thread_id", String(255), primary_key=True),
+    Column("checkpoint_ns", String(255), primary_key=True),
+    Column("channel", String(255), primary_key=True),
+    Column("version", String(64), primary_key=True),
+    Column("type", String(32), nullable=False),
+    Column("blob", LargeBinary, nullable=True),
+)
+
+checkpoint_writes = Table(
+    "checkpoint_writes",
+    metadata,
+    Column("tenant_id", TENANT, primary_key=True),
+    Column("thread_id", String(255), primary_key=True),
+    Column("checkpoint_ns", String(255), primary_key=True),
+    Column("checkpoint_id", String(64), primary_key=True),
+    Column("task_id", String(255), primary_key=True),
+    Column("idx", Integer, primary_key=True, autoincrement=False),
+    Column("task_path", Text, nullable=False, server_default=text("''")),
+    Column("channel", String(255), nullable=False),
+    Column("type", String(32), nullable=True),
+    Column("blob", LargeBinary, nullable=True),
+)
+
+# --------------------------------------------------------------------------- store
+
+store_items = Table(
+    "store_items",
+    metadata,
+    Column("tenant_id", TENANT, primary_key=True),
+    # namespace labels joined with "." (labels may not contain "."), so a prefix search is an
+    # indexed range scan
+    Column("prefix", PREFIX, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("value", JSONType, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=True),
+    Column("ttl_minutes", Float, nullable=True),
+    Index("ix_store_items_tenant_updated", "tenant_id", "updated_at"),
+    Index("ix_store_items_expires_at", "expires_at"),
+)
+
+store_vectors = Table(
+    "store_vectors",
+    metadata,
+    Column("tenant_id", TENANT, primary_key=True),
+    Column("prefix", PREFIX, primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("field_name", Text, primary_key=True),
+    Column("model", String(255), nullable=False),
+    Column("dims", Integer, nullable=False),
+    Column("embedding", LargeBinary, nullable=False),  # little-endian float32
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+# --------------------------------------------------------------------------- auth
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("key_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("key_hash", String(128), nullable=False, unique=True),
+    Column("read_only", Boolean, nullable=False),
+    Column("name", Text, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    Index("ix_api_keys_tenant", "tenant_id"),
+)

@@ -1,0 +1,47 @@
+"""create_app(settings): the FastAPI app and the lifespan that owns AppState."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app import __version__
+from app.api import meta
+from app.api.errors import install_error_handlers
+from app.config import Settings
+from app.state import AppState, StartupStep, open_state
+
+
+def _operation_id(route: APIRoute) -> str:
+    # Stable ids in openapi.json: the explicit operation_id, else the endpoint's name.
+    return route.name
+
+
+def startup_steps(settings: Settings) -> list[StartupStep]:
+    """Components attached to AppState at start, in order."""
+    return []
+
+
+def create_app(settings: Settings) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state: AppState = await open_state(settings, startup_steps(settings))
+        app.state.graphkeep = state
+        try:
+            yield
+        finally:
+            await state.close()
+
+    app = FastAPI(
+        title="graphkeep",
+        version=__version__,
+        lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.include_router(meta.router)
+    return app

@@ -1,0 +1,91 @@
+"""AppState: everything the lifespan owns (engine, saver, store, graphs, workers).
+
+Built by `create_app`'s lifespan or by `graphkeep worker`, closed by them; nothing here is a
+module-level singleton.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.db import migrate
+from app.db.engine import create_engine, is_sqlite
+from app.errors import SchemaBehind
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    engine: AsyncEngine
+    exit_stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    # Components are attached by `open_state` as their modules provide them. `Any` keeps this
+    # module free of imports from layers that do not exist in every process.
+    saver: Any = None
+    store: Any = None
+    graphs: Any = None
+    runs: Any = None  # run service / event hub
+    workers: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def spawn(self, coro: Awaitable[Any], *, name: str) -> asyncio.Task[Any]:
+        """Start an owned background task; it is cancelled and awaited on close."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+        return task
+
+    async def close(self) -> None:
+        for task in list(self.background):
+            task.cancel()
+        if self.background:
+            await asyncio.gather(*self.background, return_exceptions=True)
+        await self.exit_stack.aclose()
+        await self.engine.dispose()
+
+
+async def ensure_schema(engine: AsyncEngine, url: str) -> None:
+    """Embedded SQLite migrates itself; anything else must already be at head."""
+    if is_sqlite(url):
+        await migrate.upgrade(engine)
+        return
+    if not await migrate.is_at_head(engine):
+        raise SchemaBehind(
+            "the database schema is behind this version of graphkeep; "
+            "run `graphkeep migrate` (the deploy step) and start again"
+        )
+
+
+# Steps that attach components to a fresh AppState, in order. Each module that owns a
+# component registers its step here (see app/main.py); keeping the list explicit makes the
+# start-up order visible in one place.
+StartupStep = Callable[[AppState], Awaitable[None]]
+
+
+async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
+    engine = create_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
+        timeout_seconds=settings.db_timeout_seconds,
+    )
+    state = AppState(settings=settings, engine=engine)
+    try:
+        await ensure_schema(engine, settings.database_url)
+        for step in steps:
+            await step(state)
+    except BaseException:
+        await state.close()
+        raise
+    return state

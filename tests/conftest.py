@@ -1,0 +1,112 @@
+"""Shared fixtures: real PostgreSQL and real SQLite, migrated once per session.
+
+Each test session gets its own PostgreSQL database (created from the admin database and
+dropped at the end), so parallel sessions never collide. An unreachable PostgreSQL fails the
+run; set GRAPHKEEP_TEST_SKIP_POSTGRES=1 to run the SQLite half alone on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db import migrate
+from app.db.engine import create_engine
+from app.db.tables import metadata
+
+PG_ADMIN_URL = os.environ.get(
+    "GRAPHKEEP_TEST_POSTGRES_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+)
+SKIP_POSTGRES = os.environ.get("GRAPHKEEP_TEST_SKIP_POSTGRES") == "1"
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(PG_ADMIN_URL), timeout=10)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _migrate(url: str) -> None:
+    engine = create_engine(url, null_pool=True)
+    try:
+        await migrate.upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+def create_pg_database(prefix: str = "gk_test") -> str:
+    """Create an empty PostgreSQL database and return its URL (not migrated)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    return make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_pg_database(url: str) -> None:
+    name = make_url(url).database
+    asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A migrated PostgreSQL database for this test session."""
+    if SKIP_POSTGRES:
+        pytest.skip("GRAPHKEEP_TEST_SKIP_POSTGRES=1")
+    try:
+        url = create_pg_database()
+    except (OSError, asyncpg.PostgresError) as exc:  # pragma: no cover - environment
+        pytest.fail(f"PostgreSQL at {make_url(PG_ADMIN_URL).host} is unreachable: {exc}")
+    asyncio.run(_migrate(url))
+    yield url
+    drop_pg_database(url)
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated SQLite file for this test session."""
+    path: Path = tmp_path_factory.mktemp("sqlite") / "graphkeep.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    asyncio.run(_migrate(url))
+    return url
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Both dialects: every test using it runs once on SQLite and once on PostgreSQL."""
+    name = "pg_url" if request.param == "postgres" else "sqlite_url"
+    return str(request.getfixturevalue(name))
+
+
+async def truncate_all(engine: AsyncEngine) -> None:
+    names = [t.name for t in reversed(metadata.sorted_tables)]
+    async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            await conn.execute(text(f"TRUNCATE {', '.join(names)} CASCADE"))
+        else:
+            for name in names:
+                await conn.execute(text(f'DELETE FROM "{name}"'))
+
+
+@pytest.fixture
+async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
+    """An engine on a clean, migrated database (tables emptied after each test)."""
+    eng = create_engine(db_url)
+    try:
+        yield eng
+    finally:
+        await truncate_all(eng)
+        await eng.dispose()
