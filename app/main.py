@@ -10,6 +10,7 @@ from fastapi.routing import APIRoute
 
 from app import __version__
 from app.api import meta
+from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.config import Settings
 from app.state import AppState, StartupStep, open_state
@@ -43,5 +44,6 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
+    install_auth(app, settings)
     app.include_router(meta.router)
     return app

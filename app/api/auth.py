@@ -1,0 +1,215 @@
+"""Who is calling: authentication middleware, read-only enforcement, CORS, /metrics token.
+
+`install_auth(app, settings)` (called once by `create_app`) adds a pure-ASGI middleware (safe
+for SSE) that, for every request outside `PUBLIC_PATHS`:
+
+- resolves the caller (`Principal`) or answers 401 `{"detail": ...}` with `WWW-Authenticate`;
+- answers 403 when a read-only caller attempts a write (`is_write`);
+- stores the principal in the request scope, where `app.state.resolve_principal` (used by
+  `app.api.deps.get_principal`) picks it up.
+
+Because the check sits in front of routing, a route that forgets `PrincipalDep` is still
+authenticated. Mode `none` (development) treats every caller as tenant `default`, user
+`anonymous`, and ignores `x-api-key`: the official SDK sends `LANGSMITH_API_KEY` on its own.
+
+Mode `jwt` accepts, in this order:
+1. `Authorization: Bearer <jwt>` (see app/auth/tokens.py), or `Authorization: Bearer gk_...`;
+2. `x-api-key: gk_...` (the SDK's `api_key=`), only when no Authorization header is sent.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request
+from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.api.errors import is_database_unavailable
+from app.auth.apikeys import authenticate_api_key, looks_like_api_key
+from app.auth.principal import ANONYMOUS, Principal
+from app.auth.tokens import JWTVerifier
+from app.config import Settings
+from app.errors import Unauthorized
+
+log = logging.getLogger(__name__)
+
+METRICS_PATH = "/metrics"
+PUBLIC_PATHS = frozenset(
+    {"/ok", "/info", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+)
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# POST endpoints that only read: searches, counts, history, version listing, checkpoint reads.
+READ_LIKE_POST_SUFFIXES = (
+    "/search",
+    "/count",
+    "/history",
+    "/versions",
+    "/state/checkpoint",
+    "/store/namespaces",
+)
+EXPOSED_HEADERS = ["x-pagination-total", "x-pagination-next", "content-location"]
+PRINCIPAL_SCOPE_KEY = "graphkeep.principal"
+
+MISSING_CREDENTIALS = "missing credentials: send Authorization: Bearer <token> or x-api-key"
+INVALID_API_KEY = "invalid or revoked API key"
+READ_ONLY = "this credential is read-only"
+BAD_METRICS_TOKEN = "a valid metrics bearer token is required"
+
+Resolver = Callable[[Request], Awaitable[Principal]]
+
+
+def is_write(method: str, path: str) -> bool:
+    """Whether a request changes state (a read-only caller gets 403 for these)."""
+    if method.upper() not in WRITE_METHODS:
+        return False
+    if method.upper() == "POST" and path.rstrip("/").endswith(READ_LIKE_POST_SUFFIXES):
+        return False
+    return True
+
+
+def _bearer(headers: Headers) -> str | None:
+    raw = headers.get("authorization")
+    if raw is None:
+        return None
+    scheme, _, token = raw.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("malformed Authorization header: expected 'Bearer <token>'")
+    return token.strip()
+
+
+class Authenticator:
+    """Turns request headers into a Principal for one auth mode."""
+
+    def __init__(self, mode: str, verifier: JWTVerifier | None) -> None:
+        self.mode = mode
+        self.verifier = verifier
+
+    async def authenticate(self, headers: Headers, scope: Scope) -> Principal:
+        """The caller, or `Unauthorized`. Never echoes credentials in the error."""
+        if self.mode == "none":
+            return ANONYMOUS
+        token = _bearer(headers)
+        if token is not None and not looks_like_api_key(token):
+            assert self.verifier is not None
+            return self.verifier.verify(token)
+        key = token if token is not None else headers.get("x-api-key")
+        if not key:
+            raise Unauthorized(MISSING_CREDENTIALS)
+        principal = await authenticate_api_key(scope["app"].state.graphkeep.engine, key)
+        if principal is None:
+            raise Unauthorized(INVALID_API_KEY)
+        return principal
+
+
+async def _send_json(send: Send, status: int, detail: str, headers: dict[str, str]) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    raw_headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ] + [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def metrics_token_ok(expected: str | None, authorization: str | None) -> bool:
+    """Whether `authorization` carries the metrics bearer token (always true when unset).
+
+    Exposed for the metrics endpoint; the auth middleware already applies it to /metrics.
+    """
+    if not expected:
+        return True
+    if not authorization:
+        return False
+    scheme, _, token = authorization.strip().partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode(), expected.encode()
+    )
+
+
+class AuthMiddleware:
+    """Pure ASGI: authenticates, enforces read-only, guards /metrics; streams pass through."""
+
+    def __init__(
+        self, app: ASGIApp, *, authenticator: Authenticator, metrics_token: str | None
+    ) -> None:
+        self.app = app
+        self.authenticator = authenticator
+        self.metrics_token = metrics_token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        method: str = scope["method"]
+        headers = Headers(scope=scope)
+        if path == METRICS_PATH:
+            if not metrics_token_ok(self.metrics_token, headers.get("authorization")):
+                await _send_json(send, 401, BAD_METRICS_TOKEN, {"WWW-Authenticate": "Bearer"})
+                return
+        elif path not in PUBLIC_PATHS and method != "OPTIONS":
+            try:
+                principal = await self.authenticator.authenticate(headers, scope)
+            except Unauthorized as exc:
+                challenge = 'Bearer realm="graphkeep", error="invalid_token"'
+                await _send_json(send, 401, exc.detail, {"WWW-Authenticate": challenge})
+                return
+            except Exception as exc:
+                if not is_database_unavailable(exc):
+                    raise
+                log.warning("database unavailable during authentication")
+                detail = "the database is unavailable; retry shortly"
+                await _send_json(send, 503, detail, {"Retry-After": "5"})
+                return
+            if principal.read_only and is_write(method, path):
+                await _send_json(send, 403, READ_ONLY, {})
+                return
+            scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = principal
+        await self.app(scope, receive, send)
+
+
+def build_authenticator(settings: Settings) -> Authenticator:
+    """The authenticator for `settings.auth`; raises AuthConfigError for unusable JWT settings."""
+    if settings.auth == "none":
+        return Authenticator("none", None)
+    verifier = JWTVerifier.from_config(
+        algorithms=settings.jwt_algorithms,
+        secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,
+        public_key_file=settings.jwt_public_key_file,
+        jwks_file=settings.jwt_jwks_file,
+        issuer=settings.jwt_issuer,
+        audience=settings.jwt_audience,
+        leeway_seconds=settings.jwt_leeway_seconds,
+        tenant_claim=settings.jwt_tenant_claim,
+    )
+    return Authenticator("jwt", verifier)
+
+
+def install_auth(app: FastAPI, settings: Settings) -> None:
+    """Add the auth middleware and CORS, and the resolver behind `PrincipalDep`."""
+    authenticator = build_authenticator(settings)
+
+    async def resolve_principal(request: Request) -> Principal:
+        principal = request.scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
+        if isinstance(principal, Principal):
+            return principal
+        # a public path that still asked for the caller: authenticate it the same way
+        return await authenticator.authenticate(request.headers, request.scope)
+
+    app.state.resolve_principal = resolve_principal
+    metrics_token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
+    app.add_middleware(AuthMiddleware, authenticator=authenticator, metrics_token=metrics_token)
+    if settings.cors_origins:
+        # added last, so it wraps the auth middleware: preflights and 401s get CORS headers
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+            allow_headers=["*"],
+            expose_headers=EXPOSED_HEADERS,
+        )

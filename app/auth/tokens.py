@@ -1,0 +1,221 @@
+"""Bearer JWT verification. The only module that imports python-jose.
+
+Keys are chosen by the token's algorithm family, never by trusting the header alone:
+HS* tokens are checked only against the shared secret, RS*/ES* tokens only against the
+configured public keys (PEM file or JWKS file, picked by `kid`). Each `jwt.decode` call passes
+exactly one allowed algorithm, so `alg: none` and the "RSA public key used as an HMAC secret"
+confusion both fail before any signature is computed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jose import jwk, jwt
+from jose.exceptions import ExpiredSignatureError, JOSEError, JWTClaimsError
+
+from app.auth.principal import Principal
+from app.errors import Unauthorized
+
+log = logging.getLogger(__name__)
+
+HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
+PUBLIC_KEY_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
+SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS
+MAX_TOKEN_CHARS = 16_384  # far above any real token; bounds the work a junk header causes
+
+# Scopes (the OAuth `scope` claim, space separated, or a JSON list): a token that grants
+# READ_SCOPE without WRITE_SCOPE is read-only. A token without any scope has full access
+# within its tenant.
+READ_SCOPE = "read"
+WRITE_SCOPE = "write"
+
+# The one message a client sees for any bad token: which check failed is logged (by name,
+# never the token) but not returned, so the error body cannot be used as an oracle.
+INVALID_TOKEN = "invalid or expired token"
+
+
+class AuthConfigError(ValueError):
+    """The server's JWT settings are unusable (raised at start-up, not per request)."""
+
+
+def _kty_for(alg: str) -> str:
+    if alg in HMAC_ALGORITHMS:
+        return "oct"
+    return "RSA" if alg.startswith("RS") else "EC"
+
+
+@dataclass(frozen=True)
+class JWTVerifier:
+    """Verifies bearer tokens and maps their claims to a `Principal`.
+
+    Build it with `JWTVerifier.from_config(...)`; it holds only public material and the
+    HMAC secret, and does no I/O per request.
+    """
+
+    algorithms: frozenset[str]
+    secret: str | None = None
+    public_keys: tuple[Mapping[str, Any] | str, ...] = ()  # PEM strings and/or JWK dicts
+    issuer: str | None = None
+    audience: str | None = None
+    leeway_seconds: int = 30
+    tenant_claim: str = "tenant_id"
+    _jwks_by_kid: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_config(
+        cls,
+        *,
+        algorithms: Sequence[str],
+        secret: str | None = None,
+        public_key_file: Path | None = None,
+        jwks_file: Path | None = None,
+        issuer: str | None = None,
+        audience: str | None = None,
+        leeway_seconds: int = 30,
+        tenant_claim: str = "tenant_id",
+    ) -> JWTVerifier:
+        """Validate the configuration and load key files (sync; call once at start-up)."""
+        algs = frozenset(algorithms)
+        if not algs:
+            raise AuthConfigError("GRAPHKEEP_JWT_ALGORITHMS must name at least one algorithm")
+        unknown = algs - SUPPORTED_ALGORITHMS
+        if unknown:
+            raise AuthConfigError(
+                f"unsupported JWT algorithms {sorted(unknown)}; "
+                f"choose from {sorted(SUPPORTED_ALGORITHMS)}"
+            )
+        if algs & HMAC_ALGORITHMS and not secret:
+            raise AuthConfigError("an HS* algorithm is enabled but GRAPHKEEP_JWT_SECRET is unset")
+        keys: list[Mapping[str, Any] | str] = []
+        by_kid: dict[str, Mapping[str, Any]] = {}
+        if public_key_file is not None:
+            keys.append(public_key_file.read_text())
+        if jwks_file is not None:
+            document = json.loads(jwks_file.read_text())
+            entries = document.get("keys") if isinstance(document, dict) else None
+            if not isinstance(entries, list) or not all(isinstance(k, dict) for k in entries):
+                raise AuthConfigError(f"{jwks_file} is not a JWKS document ({{'keys': [...]}})")
+            for entry in entries:
+                if "d" in entry or entry.get("kty") == "oct":
+                    raise AuthConfigError(f"{jwks_file} must hold public keys only")
+                keys.append(entry)
+                if isinstance(entry.get("kid"), str):
+                    by_kid[entry["kid"]] = entry
+        if algs & PUBLIC_KEY_ALGORITHMS and not keys:
+            raise AuthConfigError(
+                "an RS*/ES* algorithm is enabled but neither GRAPHKEEP_JWT_PUBLIC_KEY_FILE "
+                "nor GRAPHKEEP_JWT_JWKS_FILE is set"
+            )
+        if not tenant_claim:
+            raise AuthConfigError("GRAPHKEEP_JWT_TENANT_CLAIM must not be empty")
+        return cls(
+            algorithms=algs,
+            secret=secret,
+            public_keys=tuple(keys),
+            issuer=issuer,
+            audience=audience,
+            leeway_seconds=leeway_seconds,
+            tenant_claim=tenant_claim,
+            _jwks_by_kid=by_kid,
+        )
+
+    # ------------------------------------------------------------------ verification
+
+    def _candidate_keys(self, alg: str, kid: str | None) -> list[Mapping[str, Any] | str]:
+        if alg in HMAC_ALGORITHMS:
+            return [self.secret] if self.secret else []
+        if kid is not None and kid in self._jwks_by_kid:
+            candidates: list[Mapping[str, Any] | str] = [self._jwks_by_kid[kid]]
+        else:
+            # A kid we do not know may still match the PEM key (which has no kid), or an
+            # unlabelled JWKS entry; a labelled entry is never tried for a different kid.
+            candidates = [k for k in self.public_keys if isinstance(k, str) or "kid" not in k]
+        kty = _kty_for(alg)
+        return [
+            k
+            for k in candidates
+            if isinstance(k, str) or (k.get("kty") == kty and k.get("alg", alg) == alg)
+        ]
+
+    def _decode(self, token: str) -> dict[str, Any]:
+        if len(token) > MAX_TOKEN_CHARS:
+            raise Unauthorized(INVALID_TOKEN)
+        try:
+            header = jwt.get_unverified_header(token)
+        except JOSEError:
+            raise Unauthorized(INVALID_TOKEN) from None
+        alg = header.get("alg")
+        if not isinstance(alg, str) or alg not in self.algorithms:
+            log.info("jwt rejected", extra={"reason": "algorithm not allowed"})
+            raise Unauthorized(INVALID_TOKEN)
+        kid = header.get("kid") if isinstance(header.get("kid"), str) else None
+        options = {
+            "leeway": self.leeway_seconds,
+            "require_exp": True,
+            "require_sub": True,
+            "require_aud": self.audience is not None,
+            "require_iss": self.issuer is not None,
+        }
+        for candidate in self._candidate_keys(alg, kid):
+            try:
+                key = jwk.construct(candidate, alg)
+                claims: dict[str, Any] = jwt.decode(
+                    token,
+                    key,
+                    algorithms=[alg],
+                    audience=self.audience,
+                    issuer=self.issuer,
+                    options=options,
+                )
+            except ExpiredSignatureError:
+                log.info("jwt rejected", extra={"reason": "expired"})
+                raise Unauthorized(INVALID_TOKEN) from None
+            except JWTClaimsError as exc:
+                # claim checks run only after the signature matched: no other key can help
+                log.info("jwt rejected", extra={"reason": f"claims: {type(exc).__name__}"})
+                raise Unauthorized(INVALID_TOKEN) from None
+            except JOSEError:
+                continue  # signature did not match this key; try the next one
+            return claims
+        log.info("jwt rejected", extra={"reason": "no key verified the signature"})
+        raise Unauthorized(INVALID_TOKEN)
+
+    def verify(self, token: str) -> Principal:
+        """Return the caller for a valid token; raise `Unauthorized` for anything else."""
+        claims = self._decode(token)
+        tenant = claims.get(self.tenant_claim)
+        subject = claims.get("sub")
+        if not isinstance(tenant, str) or not tenant or tenant == "*":
+            # "*" owns the system assistants; no caller may act as that tenant
+            log.info("jwt rejected", extra={"reason": "missing tenant claim"})
+            raise Unauthorized(INVALID_TOKEN)
+        if not isinstance(subject, str) or not subject:
+            raise Unauthorized(INVALID_TOKEN)
+        scopes = parse_scopes(claims.get("scope"))
+        return Principal(
+            tenant_id=tenant,
+            user_id=subject,
+            read_only=is_read_only(scopes),
+            scopes=scopes,
+            kind="jwt",
+        )
+
+
+def parse_scopes(raw: object) -> frozenset[str]:
+    """The `scope` claim as a set: a space-separated string (RFC 8693) or a list of strings."""
+    if isinstance(raw, str):
+        return frozenset(raw.split())
+    if isinstance(raw, list):
+        return frozenset(s for s in raw if isinstance(s, str))
+    return frozenset()
+
+
+def is_read_only(scopes: frozenset[str]) -> bool:
+    """Read-only means the token grants `read` but not `write`."""
+    return READ_SCOPE in scopes and WRITE_SCOPE not in scopes
