@@ -15,7 +15,7 @@ from pathlib import Path
 from app.config import Settings
 from app.db import migrate as migrations
 from app.db.engine import create_engine
-from app.errors import SchemaBehind
+from app.errors import AppError, SchemaBehind
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -75,6 +75,47 @@ def _cmd_openapi(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cmd_apikey(args: argparse.Namespace, settings: Settings) -> int:
+    from app.auth import apikeys
+    from app.state import ensure_schema
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            await ensure_schema(engine, settings.database_url)
+            if args.apikey_command == "create":
+                info, key = await apikeys.create_api_key(
+                    engine,
+                    tenant_id=args.tenant,
+                    user_id=args.user,
+                    read_only=args.read_only,
+                    name=args.name,
+                )
+                print(f"key_id: {info.key_id}", file=sys.stderr)
+                print(f"tenant: {info.tenant_id}  user: {info.user_id}", file=sys.stderr)
+                print("the key is shown only once; store it now:", file=sys.stderr)
+                print(key)
+            elif args.apikey_command == "list":
+                for k in await apikeys.list_api_keys(engine, tenant_id=args.tenant):
+                    state = f"revoked {k.revoked_at.isoformat()}" if k.revoked_at else "active"
+                    mode = "read-only" if k.read_only else "read-write"
+                    print(
+                        f"{k.key_id}\t{k.tenant_id}\t{k.user_id}\t{mode}\t{state}\t"
+                        f"{k.created_at.isoformat()}\t{k.name or ''}"
+                    )
+            else:
+                info = await apikeys.revoke_api_key(engine, key_id=args.key_id)
+                print(f"revoked {info.key_id} (tenant {info.tenant_id})")
+            return 0
+        except AppError as exc:
+            print(f"graphkeep: {exc.detail}", file=sys.stderr)
+            return 2
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graphkeep", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -92,6 +133,19 @@ def build_parser() -> argparse.ArgumentParser:
     oapi = sub.add_parser("openapi", help="write the OpenAPI spec")
     oapi.add_argument("--output", "-o", default="openapi/openapi.json")
     oapi.set_defaults(func=_cmd_openapi)
+
+    key = sub.add_parser("apikey", help="create, list and revoke API keys")
+    key_sub = key.add_subparsers(dest="apikey_command", required=True)
+    create = key_sub.add_parser("create", help="create a key and print it (once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--user", default=None, help="user id (default: api-key:<key_id>)")
+    create.add_argument("--read-only", action="store_true", help="the key cannot write")
+    create.add_argument("--name", default=None, help="a label for `apikey list`")
+    listing = key_sub.add_parser("list", help="list keys (never the keys themselves)")
+    listing.add_argument("--tenant", default=None, help="only this tenant's keys")
+    revoke = key_sub.add_parser("revoke", help="revoke a key by its key_id")
+    revoke.add_argument("key_id")
+    key.set_defaults(func=_cmd_apikey)
     return parser
 
 
