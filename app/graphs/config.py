@@ -1,0 +1,169 @@
+"""Parse a langgraph.json-compatible config file (graphs, dependencies, env, store, checkpointer).
+
+Only the keys graphkeep uses are interpreted; the others are kept in `raw` and ignored, so an
+existing LangGraph project's file loads unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.errors import InvalidInput
+
+JSONObject = dict[str, Any]
+
+
+class GraphConfigError(InvalidInput):
+    """The langgraph.json (or a graph it names) is unusable; start-up stops."""
+
+
+@dataclass(frozen=True)
+class GraphEntry:
+    """One entry of the `graphs` map."""
+
+    graph_id: str
+    target: str  # "./file.py:attr" or "package.module:attr"
+    description: str | None = None
+    config: JSONObject = field(default_factory=dict)  # assistant config for the system assistant
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The parsed langgraph.json. `base_dir` resolves relative paths."""
+
+    base_dir: Path
+    graphs: tuple[GraphEntry, ...]
+    dependencies: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    store: JSONObject = field(default_factory=dict)  # {"index": {...}, "ttl": {...}}
+    checkpointer: JSONObject = field(default_factory=dict)  # {"ttl": {...}}
+    source: Path | None = None  # the file it came from; None for the shipped examples
+    raw: JSONObject = field(default_factory=dict)
+
+    @property
+    def store_index(self) -> JSONObject | None:
+        index = self.store.get("index")
+        return index if isinstance(index, dict) else None
+
+    @property
+    def store_ttl(self) -> JSONObject | None:
+        ttl = self.store.get("ttl")
+        return ttl if isinstance(ttl, dict) else None
+
+    @property
+    def checkpointer_ttl(self) -> JSONObject | None:
+        ttl = self.checkpointer.get("ttl")
+        return ttl if isinstance(ttl, dict) else None
+
+
+def parse_dotenv(text: str) -> dict[str, str]:
+    """Minimal .env parser: KEY=VALUE lines, `#` comments, optional `export`, quoted values."""
+    result: dict[str, str] = {}
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, _, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif " #" in value:
+            value = value.split(" #", 1)[0].rstrip()
+        result[key.strip()] = value
+    return result
+
+
+def _parse_graph_entry(graph_id: str, value: Any) -> GraphEntry:
+    target: Any
+    description: Any
+    config: Any
+    if isinstance(value, str):
+        target, description, config = value, None, {}
+    elif isinstance(value, dict):
+        target = value.get("path")
+        description = value.get("description")
+        config = value.get("config") or {}
+        if not isinstance(config, dict):
+            raise GraphConfigError(f"graph {graph_id!r}: `config` must be an object")
+        if description is not None and not isinstance(description, str):
+            raise GraphConfigError(f"graph {graph_id!r}: `description` must be a string")
+    else:
+        raise GraphConfigError(f'graph {graph_id!r}: expected "path:attr" or an object')
+    if not isinstance(target, str) or ":" not in target:
+        raise GraphConfigError(
+            f"graph {graph_id!r}: {target!r} is not of the form './file.py:attr' or 'module:attr'"
+        )
+    return GraphEntry(graph_id=graph_id, target=target, description=description, config=config)
+
+
+def parse_config(data: Any, *, base_dir: Path, source: Path | None = None) -> ServerConfig:
+    """Validate the decoded JSON; raise GraphConfigError naming the bad entry."""
+    where = str(source) if source else "config"
+    if not isinstance(data, dict):
+        raise GraphConfigError(f"{where}: the top level must be a JSON object")
+    graphs_raw = data.get("graphs")
+    if not isinstance(graphs_raw, dict) or not graphs_raw:
+        raise GraphConfigError(f"{where}: `graphs` must be a non-empty object")
+    graphs = tuple(_parse_graph_entry(str(gid), value) for gid, value in graphs_raw.items())
+
+    deps_raw = data.get("dependencies") or []
+    if not isinstance(deps_raw, list) or not all(isinstance(d, str) for d in deps_raw):
+        raise GraphConfigError(f"{where}: `dependencies` must be a list of strings")
+
+    env_raw = data.get("env") or {}
+    env: dict[str, str]
+    if isinstance(env_raw, str):
+        env_path = (base_dir / env_raw).resolve()
+        if not env_path.is_file():
+            raise GraphConfigError(f"{where}: env file {env_raw!r} not found")
+        env = parse_dotenv(env_path.read_text())
+    elif isinstance(env_raw, dict):
+        env = {str(k): str(v) for k, v in env_raw.items()}
+    else:
+        raise GraphConfigError(f"{where}: `env` must be an object or a .env file path")
+
+    store = data.get("store") or {}
+    checkpointer = data.get("checkpointer") or {}
+    for key, value in (("store", store), ("checkpointer", checkpointer)):
+        if not isinstance(value, dict):
+            raise GraphConfigError(f"{where}: `{key}` must be an object")
+    for key in ("index", "ttl"):
+        if store.get(key) is not None and not isinstance(store[key], dict):
+            raise GraphConfigError(f"{where}: `store.{key}` must be an object")
+    if checkpointer.get("ttl") is not None and not isinstance(checkpointer["ttl"], dict):
+        raise GraphConfigError(f"{where}: `checkpointer.ttl` must be an object")
+
+    return ServerConfig(
+        base_dir=base_dir,
+        graphs=graphs,
+        dependencies=tuple(deps_raw),
+        env=env,
+        store=store,
+        checkpointer=checkpointer,
+        source=source,
+        raw=data,
+    )
+
+
+def read_config(path: Path) -> ServerConfig:
+    """Read and parse a langgraph.json file (blocking: call it off the event loop)."""
+    path = path.resolve()
+    if not path.is_file():
+        raise GraphConfigError(f"config file {str(path)!r} not found")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GraphConfigError(f"config file {str(path)!r} is not valid JSON: {exc}") from exc
+    return parse_config(data, base_dir=path.parent, source=path)
+
+
+def apply_environment(config: ServerConfig) -> None:
+    """Export `env` (existing variables win, as the official dev server does)."""
+    for key, value in config.env.items():
+        os.environ.setdefault(key, value)

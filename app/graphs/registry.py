@@ -1,0 +1,309 @@
+"""GraphRegistry: the graphs named by a langgraph.json-compatible config.
+
+An entry's attribute may be a compiled graph, an uncompiled `StateGraph`, or a factory (sync or
+async, optionally a context manager) taking nothing, `config`, a `ServerRuntime`, or
+`(config, runtime)`. User modules are imported off the event loop. Every build attaches the
+caller's checkpointer and store, so tenant scoping is decided by the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import StateGraph
+from langgraph.pregel import Pregel
+from langgraph_sdk.runtime import _ExecutionRuntime, _ReadRuntime
+
+from app.errors import NotFound
+from app.graphs.config import (
+    GraphConfigError,
+    GraphEntry,
+    ServerConfig,
+    apply_environment,
+    read_config,
+)
+
+EXAMPLES_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "langgraph.json"
+DEFAULT_GRAPH_NAME = "LangGraph"  # what langgraph names a graph that was not given a name
+
+AccessContext = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
+GraphKind = Literal["compiled", "factory"]
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """What the registry knows about one graph without building it."""
+
+    graph_id: str
+    name: str  # the graph's own name if it set one, else the graph id
+    description: str | None
+    config: dict[str, Any]  # assistant config from the langgraph.json entry
+    kind: GraphKind
+
+
+@dataclass
+class _Loaded:
+    spec: GraphSpec
+    compiled: Pregel[Any, Any, Any, Any] | None = None
+    factory: Callable[..., Any] | None = None
+    factory_args: tuple[str, ...] = field(default_factory=tuple)  # "config" / "runtime"
+
+
+def _is_runtime_param(param: inspect.Parameter) -> bool:
+    annotation = param.annotation
+    text = annotation if isinstance(annotation, str) else repr(annotation)
+    return param.name == "runtime" or "ServerRuntime" in text or "Runtime" in text
+
+
+def _factory_args(func: Callable[..., Any], graph_id: str) -> tuple[str, ...]:
+    try:
+        params = [
+            p
+            for p in inspect.signature(func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and p.default is inspect.Parameter.empty
+        ]
+    except (TypeError, ValueError):  # builtins without a signature: call with nothing
+        return ()
+    if len(params) > 2:
+        raise GraphConfigError(
+            f"graph {graph_id!r}: a factory takes at most (config, runtime), "
+            f"not {len(params)} arguments"
+        )
+    if len(params) == 2:
+        return ("config", "runtime")
+    if len(params) == 1:
+        return ("runtime",) if _is_runtime_param(params[0]) else ("config",)
+    return ()
+
+
+def _import_target(entry: GraphEntry, base_dir: Path) -> Any:
+    """Import the module of `entry.target` and return its attribute (blocking)."""
+    module_part, _, attr = entry.target.rpartition(":")
+    if not module_part or not attr:
+        raise GraphConfigError(f"graph {entry.graph_id!r}: bad target {entry.target!r}")
+    try:
+        if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
+            path = (base_dir / module_part).resolve()
+            if not path.is_file():
+                raise GraphConfigError(f"graph {entry.graph_id!r}: file {str(path)!r} not found")
+            module_name = f"graphkeep_user_graphs.{entry.graph_id}_{abs(hash(path)):x}"
+            module = sys.modules.get(module_name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(module_name, path)
+                if spec is None or spec.loader is None:
+                    raise GraphConfigError(f"graph {entry.graph_id!r}: cannot load {str(path)!r}")
+                module = importlib.util.module_from_spec(spec)
+                # Registered before executing so dataclasses / pickling inside it resolve.
+                sys.modules[module_name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(module_name, None)
+                    raise
+        else:
+            module = importlib.import_module(module_part)
+    except GraphConfigError:
+        raise
+    except Exception as exc:
+        raise GraphConfigError(
+            f"graph {entry.graph_id!r}: importing {module_part!r} failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise GraphConfigError(
+            f"graph {entry.graph_id!r}: {module_part!r} has no attribute {attr!r}"
+        ) from None
+
+
+def _load_entry(entry: GraphEntry, base_dir: Path) -> _Loaded:
+    obj = _import_target(entry, base_dir)
+    if isinstance(obj, StateGraph):
+        obj = obj.compile()
+    if isinstance(obj, Pregel):
+        name = obj.name if obj.name and obj.name != DEFAULT_GRAPH_NAME else entry.graph_id
+        spec = GraphSpec(entry.graph_id, name, entry.description, entry.config, "compiled")
+        return _Loaded(spec=spec, compiled=obj)
+    if callable(obj):
+        spec = GraphSpec(entry.graph_id, entry.graph_id, entry.description, entry.config, "factory")
+        return _Loaded(spec=spec, factory=obj, factory_args=_factory_args(obj, entry.graph_id))
+    raise GraphConfigError(
+        f"graph {entry.graph_id!r}: {entry.target!r} is a {type(obj).__name__}, "
+        "not a compiled graph, a StateGraph or a factory"
+    )
+
+
+def _load_all(config: ServerConfig) -> dict[str, _Loaded]:
+    """Blocking part of loading: sys.path, env, imports."""
+    for dep in config.dependencies:
+        path = (config.base_dir / dep).resolve()
+        # Entries that are not local paths are pip requirements: installed already or not.
+        if path.is_dir() and str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    apply_environment(config)
+    return {entry.graph_id: _load_entry(entry, config.base_dir) for entry in config.graphs}
+
+
+class GraphRegistry:
+    """Graphs by id; `build`/`open` attach a checkpointer and store for one use."""
+
+    def __init__(self, config: ServerConfig, loaded: dict[str, _Loaded]) -> None:
+        self.config = config
+        self._loaded = loaded
+
+    def graph_ids(self) -> list[str]:
+        """Registered graph ids, in config order."""
+        return list(self._loaded)
+
+    def has(self, graph_id: str) -> bool:
+        return graph_id in self._loaded
+
+    def spec(self, graph_id: str) -> GraphSpec:
+        """The graph's spec; NotFound for an unknown graph id."""
+        return self._get(graph_id).spec
+
+    def _get(self, graph_id: str) -> _Loaded:
+        try:
+            return self._loaded[graph_id]
+        except KeyError:
+            raise NotFound(f"Graph '{graph_id}' not found") from None
+
+    @contextlib.asynccontextmanager
+    async def open(
+        self,
+        graph_id: str,
+        *,
+        config: RunnableConfig,
+        checkpointer: Any,
+        store: Any,
+        access_context: AccessContext = "threads.read",
+        context: Any = None,
+        user: Any = None,
+    ) -> AsyncIterator[Pregel[Any, Any, Any, Any]]:
+        """The graph for one use, inside any context a context-manager factory opens."""
+        loaded = self._get(graph_id)
+        if loaded.compiled is not None:
+            yield _attach(loaded.compiled, checkpointer, store)
+            return
+        assert loaded.factory is not None
+        result = loaded.factory(
+            *self._factory_call_args(loaded, config, store, access_context, context, user)
+        )
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, contextlib.AbstractAsyncContextManager):
+            async with result as graph:
+                yield _attach(_as_pregel(graph, graph_id), checkpointer, store)
+            return
+        if isinstance(result, contextlib.AbstractContextManager):
+            with result as graph:
+                yield _attach(_as_pregel(graph, graph_id), checkpointer, store)
+            return
+        yield _attach(_as_pregel(result, graph_id), checkpointer, store)
+
+    async def build(
+        self,
+        graph_id: str,
+        *,
+        config: RunnableConfig,
+        checkpointer: Any,
+        store: Any,
+        access_context: AccessContext = "threads.read",
+        context: Any = None,
+        user: Any = None,
+    ) -> Pregel[Any, Any, Any, Any]:
+        """A compiled graph with `checkpointer` and `store` attached.
+
+        Factories that are context managers need `open` (their resources must stay open for
+        the whole use); `build` rejects them.
+        """
+        loaded = self._get(graph_id)
+        if loaded.compiled is not None:
+            return _attach(loaded.compiled, checkpointer, store)
+        assert loaded.factory is not None
+        result = loaded.factory(
+            *self._factory_call_args(loaded, config, store, access_context, context, user)
+        )
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(
+            result, contextlib.AbstractAsyncContextManager | contextlib.AbstractContextManager
+        ):
+            raise GraphConfigError(
+                f"graph {graph_id!r}: the factory is a context manager; use registry.open()"
+            )
+        return _attach(_as_pregel(result, graph_id), checkpointer, store)
+
+    @staticmethod
+    def _factory_call_args(
+        loaded: _Loaded,
+        config: RunnableConfig,
+        store: Any,
+        access_context: AccessContext,
+        context: Any,
+        user: Any,
+    ) -> list[Any]:
+        args: list[Any] = []
+        for kind in loaded.factory_args:
+            if kind == "config":
+                args.append(config)
+            elif access_context == "threads.create_run":
+                args.append(
+                    _ExecutionRuntime(
+                        access_context=access_context, user=user, store=store, context=context
+                    )
+                )
+            else:
+                args.append(_ReadRuntime(access_context=access_context, user=user, store=store))
+        return args
+
+
+def _as_pregel(obj: Any, graph_id: str) -> Pregel[Any, Any, Any, Any]:
+    if isinstance(obj, StateGraph):
+        obj = obj.compile()
+    if not isinstance(obj, Pregel):
+        raise GraphConfigError(
+            f"graph {graph_id!r}: the factory returned a {type(obj).__name__}, not a graph"
+        )
+    return obj
+
+
+def _attach(
+    graph: Pregel[Any, Any, Any, Any], checkpointer: Any, store: Any
+) -> Pregel[Any, Any, Any, Any]:
+    # `copy` is shallow: nodes and channels are shared, only these attributes differ.
+    copied: Pregel[Any, Any, Any, Any] = graph.copy(
+        update={"checkpointer": checkpointer, "store": store}
+    )
+    return copied
+
+
+async def load_registry(config_path: Path | None) -> GraphRegistry:
+    """Load the config (None = the shipped example graphs) and import every graph."""
+    path = config_path if config_path is not None else EXAMPLES_CONFIG
+    config = await asyncio.to_thread(read_config, path)
+    if config_path is None:
+        config = ServerConfig(
+            base_dir=config.base_dir,
+            graphs=config.graphs,
+            dependencies=config.dependencies,
+            env=config.env,
+            store=config.store,
+            checkpointer=config.checkpointer,
+            source=None,
+            raw=config.raw,
+        )
+    loaded = await asyncio.to_thread(_load_all, config)
+    return GraphRegistry(config, loaded)
