@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 04:02:08.683985
+Create Date: 2026-11-30 04:09:47.173688
 """
 
 from collections.abc import Sequence
@@ -165,6 +165,11 @@ def upgrade() -> None:
         sa.Column("updated_at", app.db.types.UTCDateTime(timezone=True), nullable=False),
         sa.Column("expires_at", app.db.types.UTCDateTime(timezone=True), nullable=True),
         sa.Column("ttl_minutes", sa.Float(), nullable=True),
+        sa.Column(
+            "index_fields",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=True,
+        ),
         sa.PrimaryKeyConstraint("tenant_id", "prefix", "key", name=op.f("pk_store_items")),
     )
     with op.batch_alter_table("store_items", schema=None) as batch_op:

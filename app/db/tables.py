@@ -221,6 +221,10 @@ store_items = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=True),
     Column("ttl_minutes", Float, nullable=True),
+    # the put's `index` argument: NULL = the store's default fields, [] = not embedded (index
+    # False), else the JSON paths to embed; kept so `graphkeep store reindex` re-embeds each
+    # item exactly as it was put
+    Column("index_fields", JSONType, nullable=True),
     Index("ix_store_items_tenant_updated", "tenant_id", "updated_at"),
     Index("ix_store_items_expires_at", "expires_at"),
 )
