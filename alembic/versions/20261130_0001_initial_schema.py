@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 04:09:47.173688
+Create Date: 2026-11-30 04:10:10.806663
 """
 
 from collections.abc import Sequence
@@ -122,6 +122,11 @@ def upgrade() -> None:
         sa.Column("checkpoint", sa.LargeBinary(), nullable=False),
         sa.Column(
             "metadata",
+            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "value_versions",
             sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
             nullable=False,
         ),

@@ -173,8 +173,12 @@ checkpoints = Table(
     Column("parent_checkpoint_id", String(64), nullable=True),
     Column("run_id", String(64), nullable=True),
     Column("type", String(32), nullable=True),
-    Column("checkpoint", LargeBinary, nullable=False),
+    Column("checkpoint", LargeBinary, nullable=False),  # serialized, without blob values
     Column("metadata", JSONType, nullable=False),
+    # channel -> blob version of every value this checkpoint holds ("" = kept inline in
+    # `checkpoint`): get fetches exactly these blobs, and the delta-history walk stops at
+    # the first ancestor that holds a channel, all without decoding `checkpoint`.
+    Column("value_versions", JSONType, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_checkpoints_run_id", "tenant_id", "run_id"),
 )
