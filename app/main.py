@@ -9,9 +9,10 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app import __version__
-from app.api import meta
+from app.api import meta, ops
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
+from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
 from app.config import Settings
 from app.state import AppState, StartupStep, open_state
 
@@ -45,5 +46,10 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     install_auth(app, settings)
+    # Added after auth, so they wrap it: every request (401s included) gets a request id in
+    # its logs and is counted; MetricsMiddleware is outermost to time the whole request.
+    app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(MetricsMiddleware)
     app.include_router(meta.router)
+    app.include_router(ops.router)
     return app

@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app import metrics
 from app.errors import (
     AppError,
     Conflict,
@@ -64,6 +65,15 @@ def validation_detail(exc: RequestValidationError) -> str:
     return "; ".join(messages) or "invalid request"
 
 
+DATABASE_ERRORS: tuple[type[Exception], ...] = (
+    PoolTimeout,
+    OperationalError,
+    InterfaceError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
 def is_database_unavailable(exc: BaseException) -> bool:
     if isinstance(exc, PoolTimeout | OperationalError | InterfaceError):
         return True
@@ -90,6 +100,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         if is_database_unavailable(exc):
+            metrics.count_db_unavailable()
             log.warning("database unavailable", extra={"error": type(exc).__name__})
             return JSONResponse(
                 {"detail": "the database is unavailable; retry shortly"},
@@ -103,3 +114,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_exception)
     app.add_exception_handler(Exception, unexpected)
+    # Handlers registered for `Exception` run in Starlette's ServerErrorMiddleware, which
+    # re-raises after answering (a traceback per request during an outage). Registering the
+    # database error classes themselves answers them in ExceptionMiddleware instead.
+    for db_error in DATABASE_ERRORS:
+        app.add_exception_handler(db_error, unexpected)

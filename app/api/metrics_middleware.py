@@ -1,0 +1,120 @@
+"""Pure-ASGI middleware: request ids for logs, and HTTP metrics by route template.
+
+Plain ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched: `send` is
+wrapped, never buffered, and an SSE stream is timed until its last chunk.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app import metrics
+from app.api.auth import PRINCIPAL_SCOPE_KEY
+from app.logging import lazy_ids_var, log_context
+
+_KNOWN_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+# Requests no route matched share one label: raw paths would let clients mint series.
+UNMATCHED_ROUTE = "<unmatched>"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_UUID = r"([0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12})"
+_THREAD_IN_PATH = re.compile(rf"/threads/{_UUID}(?:/|$)")
+_RUN_IN_PATH = re.compile(rf"/runs/{_UUID}(?:/|$)")
+
+
+def _route_template(scope: Scope) -> str:
+    route: Any = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else UNMATCHED_ROUTE
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            candidate = bytes(value).decode("latin-1")
+            if _REQUEST_ID.match(candidate):
+                return candidate
+    return uuid.uuid4().hex
+
+
+class RequestContextMiddleware:
+    """Binds request_id (and thread_id / run_id found in the path) for every log line."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        path: str = scope.get("path", "")
+        thread = _THREAD_IN_PATH.search(path)
+        run = _RUN_IN_PATH.search(path)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode("latin-1")))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        def tenant_from_scope() -> dict[str, str]:
+            # Set by the auth middleware (inside this one) once the caller is known.
+            principal = scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
+            tenant = getattr(principal, "tenant_id", None)
+            return {"tenant_id": tenant} if isinstance(tenant, str) else {}
+
+        lazy_token = lazy_ids_var.set(tenant_from_scope)
+        try:
+            with log_context(
+                request_id=request_id,
+                tenant_id=None,
+                thread_id=thread.group(1) if thread else None,
+                run_id=run.group(1) if run else None,
+            ):
+                await self.app(scope, receive, send_with_id)
+        finally:
+            lazy_ids_var.reset(lazy_token)
+
+
+class MetricsMiddleware:
+    """Counts requests and times them by route template, method and status."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        method = scope.get("method", "GET")
+        method = method if method in _KNOWN_METHODS else "OTHER"
+        status = 500
+        recorded = False
+
+        def record() -> None:
+            nonlocal recorded
+            if not recorded:
+                recorded = True
+                elapsed = time.perf_counter() - started
+                metrics.observe_http_request(_route_template(scope), method, status, elapsed)
+
+        async def send_and_observe(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                record()
+
+        try:
+            await self.app(scope, receive, send_and_observe)
+        finally:
+            # Also covers a client that disconnected mid-stream and an app that raised.
+            record()

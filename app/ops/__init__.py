@@ -1,0 +1,1 @@
+"""Operations: readiness checks, gauge sampling and retention sweepers (no HTTP here)."""

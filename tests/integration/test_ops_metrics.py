@@ -1,0 +1,236 @@
+"""/metrics: names and labels, route templates, SSE pass-through, promtool, token, processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import StreamingResponse
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
+
+from app import metrics
+from app.config import Settings
+from app.main import create_app
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def _value(text: str, name: str, **labels: str) -> float:
+    return _samples(text).get((name, frozenset(labels.items())), 0.0)
+
+
+def _with_test_routes(app: FastAPI) -> FastAPI:
+    @app.get("/things/{thing_id}")
+    async def thing(thing_id: str) -> dict[str, str]:
+        return {"thing_id": thing_id}
+
+    return app
+
+
+@pytest.fixture
+async def client(db_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    app = _with_test_routes(create_app(Settings(database_url=db_url)))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            yield c
+
+
+async def test_requests_are_counted_by_route_template_never_by_id(
+    client: httpx.AsyncClient,
+) -> None:
+    before = (await client.get("/metrics")).text
+    for thing in ("a1", "b2", "c3"):
+        assert (await client.get(f"/things/{thing}")).status_code == 200
+    assert (await client.get("/no/such/route/xyz")).status_code == 404
+
+    r = await client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    labels = {"route": "/things/{thing_id}", "method": "GET", "status": "200"}
+    name = "graphkeep_http_requests_total"
+    assert _value(text, name, **labels) - _value(before, name, **labels) == 3
+    duration = "graphkeep_http_request_duration_seconds_count"
+    assert _value(text, duration, **labels) - _value(before, duration, **labels) == 3
+    unmatched = {"route": "<unmatched>", "method": "GET", "status": "404"}
+    assert _value(text, name, **unmatched) - _value(before, name, **unmatched) == 1
+    # no id and no raw path ever becomes a label value
+    for needle in ("a1", "b2", "c3", "xyz"):
+        assert f'"{needle}"' not in text and f"/{needle}" not in text
+
+
+async def test_every_metric_is_exposed_with_conventional_names(
+    client: httpx.AsyncClient,
+) -> None:
+    text = (await client.get("/metrics")).text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    for metric in metrics.ALL_METRICS:
+        name = metric._name  # family name (counters without the _total suffix)
+        assert name.startswith("graphkeep_")
+        assert name in families, f"{name} missing from /metrics"
+        kind = families[name].type
+        if kind == "counter":
+            assert f"{name}_total" in metrics.exposed_names()
+        if kind == "histogram":
+            assert name.endswith(("_seconds", "_bytes", "_length"))
+        for label in metric._labelnames:
+            assert not label.endswith("_id") or label == "graph_id"
+
+
+async def test_helpers_record_labelled_samples(client: httpx.AsyncClient) -> None:
+    before = (await client.get("/metrics")).text
+    metrics.count_run_created("agent")
+    metrics.observe_run_finished("agent", "success", 1.5)
+    metrics.observe_queue_wait("agent", 0.2)
+    metrics.observe_checkpoint_put(0.004, 2048)
+    metrics.observe_store_operation("search", 0.01)
+    metrics.stream_subscribed()
+    text = (await client.get("/metrics")).text
+    metrics.stream_unsubscribed()
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(text, name, **labels) - _value(before, name, **labels)
+
+    assert delta("graphkeep_runs_created_total", graph_id="agent") == 1
+    assert delta("graphkeep_runs_finished_total", graph_id="agent", status="success") == 1
+    assert delta("graphkeep_run_duration_seconds_sum", graph_id="agent", status="success") == 1.5
+    assert delta("graphkeep_run_queue_wait_seconds_count", graph_id="agent") == 1
+    assert delta("graphkeep_checkpoint_size_bytes_sum") == 2048
+    assert delta("graphkeep_checkpoint_size_bytes_bucket", le="4096.0") == 1
+    assert delta("graphkeep_checkpoint_size_bytes_bucket", le="1024.0") == 0
+    assert delta("graphkeep_store_operation_duration_seconds_count", op="search") == 1
+    assert delta("graphkeep_stream_subscribers") == 1
+
+
+async def test_pool_gauge_is_sampled_at_scrape(client: httpx.AsyncClient) -> None:
+    text = (await client.get("/metrics")).text
+    # the scrape's own queue query has returned its connection by now
+    assert _value(text, "graphkeep_db_pool_connections_in_use") == 0
+    assert _value(text, "graphkeep_run_queue_depth") == 0
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+async def test_promtool_check_metrics_reports_nothing(client: httpx.AsyncClient) -> None:
+    await client.get("/things/x")
+    metrics.observe_run_finished("agent", "error", 0.1)
+    text = (await client.get("/metrics")).text
+    proc = subprocess.run(
+        ["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=60
+    )
+    report = (proc.stdout + proc.stderr).decode()
+    assert proc.returncode == 0, report
+    assert report.strip() == "", report
+
+
+async def test_metrics_token_is_required_when_configured(sqlite_url: str) -> None:
+    settings = Settings(database_url=sqlite_url, metrics_token=SecretStr("s3cret-scrape"))
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
+            assert (await c.get("/metrics")).status_code == 401
+            bad = await c.get("/metrics", headers={"Authorization": "Bearer nope"})
+            assert bad.status_code == 401
+            assert "s3cret" not in bad.text
+            good = await c.get("/metrics", headers={"Authorization": "Bearer s3cret-scrape"})
+            assert good.status_code == 200
+            assert "graphkeep_http_requests_total" in good.text
+
+
+# --------------------------------------------------------------------------- live server
+
+
+def _free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+async def test_streaming_responses_pass_through_unbuffered(sqlite_url: str) -> None:
+    """The first SSE chunk reaches the client while the stream is still open."""
+    release = asyncio.Event()
+    app = create_app(Settings(database_url=sqlite_url))
+
+    @app.get("/test-stream")
+    async def stream() -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            yield b"event: metadata\ndata: {}\n\n"
+            await release.wait()
+            yield b"event: end\ndata: null\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    sock = _free_socket()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    serve = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as c:
+            async with c.stream("GET", "/test-stream") as r:
+                chunks = r.aiter_bytes()
+                first = await asyncio.wait_for(chunks.__anext__(), timeout=5)
+                assert first.startswith(b"event: metadata")
+                assert "x-request-id" in r.headers
+                release.set()
+                rest = b"".join([c async for c in chunks])
+                assert b"event: end" in rest
+            text = (await c.get("/metrics")).text
+        labels = {"route": "/test-stream", "method": "GET", "status": "200"}
+        assert _value(text, "graphkeep_http_requests_total", **labels) >= 1
+    finally:
+        release.set()
+        server.should_exit = True
+        await asyncio.wait_for(serve, timeout=10)
+        sock.close()
+
+
+_CHILD = """
+import sys
+from app import metrics
+metrics.count_run_created("g")
+metrics.observe_checkpoint_put(0.01, 1000)
+metrics.set_db_pool(int(sys.argv[1]), 5)
+"""
+
+
+def test_multiprocess_mode_aggregates_every_process(tmp_path: Path) -> None:
+    """Two processes write; a third renders the sum (PROMETHEUS_MULTIPROC_DIR set)."""
+    env = {**os.environ, metrics.MULTIPROC_ENV: str(tmp_path)}
+    for in_use in ("2", "3"):
+        subprocess.run([sys.executable, "-c", _CHILD, in_use], env=env, check=True, timeout=60)
+    render = "from app import metrics; import sys; sys.stdout.write(metrics.render().decode())"
+    out = subprocess.run(
+        [sys.executable, "-c", render], env=env, check=True, capture_output=True, timeout=60
+    ).stdout.decode()
+    assert _value(out, "graphkeep_runs_created_total", graph_id="g") == 2
+    assert _value(out, "graphkeep_checkpoint_size_bytes_sum") == 2000
+    assert _value(out, "graphkeep_checkpoint_put_duration_seconds_count") == 2
+    # livesum gauges drop processes that are gone only once marked dead; both children exited
+    # without that, so the sum still counts them (the serve command marks its own exit)
+    assert _value(out, "graphkeep_db_pool_connections_in_use") == 5
+    if shutil.which("promtool"):
+        proc = subprocess.run(
+            ["promtool", "check", "metrics"], input=out.encode(), capture_output=True, timeout=60
+        )
+        assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip()
