@@ -16,6 +16,7 @@ from app.config import Settings
 from app.db import migrate as migrations
 from app.db.engine import create_engine
 from app.errors import AppError, SchemaBehind
+from app.logging import configure as configure_logging
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -55,6 +56,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level.lower(),
+            log_config=None,  # app.logging.configure (in main) formats uvicorn's records too
             timeout_graceful_shutdown=int(settings.drain_timeout_seconds) + 5,
         )
     except SchemaBehind as exc:
@@ -152,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = Settings()
+    configure_logging(settings)
     func: Command = args.func
     return func(args, settings)
 

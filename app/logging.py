@@ -71,8 +71,11 @@ _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) |
 class LogSettings(Protocol):
     """The part of `app.config.Settings` logging reads (kept structural: no app imports)."""
 
-    log_format: str
-    log_level: str
+    @property
+    def log_format(self) -> str: ...
+
+    @property
+    def log_level(self) -> str: ...
 
 
 def current_context() -> dict[str, str]:
