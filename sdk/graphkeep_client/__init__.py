@@ -1,0 +1,84 @@
+"""graphkeep_client: a thin, typed client for graphkeep (sync `Client`, async `AsyncClient`).
+
+from graphkeep_client import Client
+
+with Client("http://127.0.0.1:8123") as client:
+    thread = client.threads.create()
+    for event in client.runs.stream(thread.thread_id, "agent", input={...}):
+        print(event.event, event.data)
+"""
+
+from ._async._client import AsyncClient
+from ._async._streams import AsyncRunStream
+from ._errors import (
+    APIError,
+    Conflict,
+    Forbidden,
+    GraphkeepError,
+    InvalidInput,
+    NotFound,
+    ProtocolError,
+    RateLimited,
+    RunFailed,
+    ServerError,
+    TransportError,
+    Unauthorized,
+)
+from ._models import (
+    Assistant,
+    Checkpoint,
+    Command,
+    Health,
+    Interrupt,
+    Item,
+    Run,
+    RunStatus,
+    ServerInfo,
+    Thread,
+    ThreadState,
+    ThreadStatus,
+    ThreadTask,
+)
+from ._payloads import RunOptions
+from ._streams import RunMetadata, StreamError, StreamEvent
+from ._sync._client import Client
+from ._sync._streams import RunStream
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "APIError",
+    "Assistant",
+    "AsyncClient",
+    "AsyncRunStream",
+    "Checkpoint",
+    "Client",
+    "Command",
+    "Conflict",
+    "Forbidden",
+    "GraphkeepError",
+    "Health",
+    "Interrupt",
+    "InvalidInput",
+    "Item",
+    "NotFound",
+    "ProtocolError",
+    "RateLimited",
+    "Run",
+    "RunFailed",
+    "RunMetadata",
+    "RunOptions",
+    "RunStatus",
+    "RunStream",
+    "ServerError",
+    "ServerInfo",
+    "StreamError",
+    "StreamEvent",
+    "Thread",
+    "ThreadState",
+    "ThreadStatus",
+    "ThreadTask",
+    "TransportError",
+    "Unauthorized",
+    "__version__",
+]
