@@ -9,11 +9,14 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app import __version__
-from app.api import meta, ops
+from app.api import assistants, meta, ops, store, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
+from app.api.middleware import BodySizeLimitMiddleware
+from app.assistants.service import ensure_system_assistants
 from app.config import Settings
+from app.graphs.registry import load_registry
 from app.state import AppState, StartupStep, open_state
 
 
@@ -22,9 +25,18 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
+async def _attach_graphs(state: AppState) -> None:
+    # Imports user modules off the event loop; a bad entry stops start-up naming it.
+    state.graphs = await load_registry(state.settings.config_file)
+
+
+async def _ensure_system_assistants(state: AppState) -> None:
+    await ensure_system_assistants(state.engine, graphs=state.graphs)
+
+
 def startup_steps(settings: Settings) -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
-    return []
+    return [_attach_graphs, _ensure_system_assistants]
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -48,8 +60,12 @@ def create_app(settings: Settings) -> FastAPI:
     install_auth(app, settings)
     # Added after auth, so they wrap it: every request (401s included) gets a request id in
     # its logs and is counted; MetricsMiddleware is outermost to time the whole request.
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestContextMiddleware)
     app.add_middleware(MetricsMiddleware)
     app.include_router(meta.router)
     app.include_router(ops.router)
+    app.include_router(assistants.router)
+    app.include_router(threads.router)
+    app.include_router(store.router)
     return app

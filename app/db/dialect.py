@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import ColumnElement, Table, and_, exists, func, literal, select, type_coerce
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Insert
@@ -35,3 +36,70 @@ def upsert(
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=keys, set_={name: stmt.excluded[name] for name in update}
     )
+
+
+def json_contains(dialect: Dialect | str, column: ColumnElement[Any], value: Any) -> Any:
+    """`column @> value` (JSONB containment) on PostgreSQL; the same test spelt for SQLite.
+
+    Objects match when every key of `value` is present with a containing value (recursively);
+    a list matches when every element of `value` occurs in the stored list; scalars compare by
+    JSON type and value, so `1` does not match `"1"` or `true`.
+    """
+    name = dialect if isinstance(dialect, str) else dialect.name
+    if name == "postgresql":
+        return column.op("@>")(type_coerce(value, postgresql.JSONB))
+    if name == "sqlite":
+        return _sqlite_contains(column, "$", value)
+    raise ValueError(f"unsupported database dialect {name!r}")
+
+
+def _sqlite_json_type(value: Any) -> list[str]:
+    if value is None:
+        return ["null"]
+    if value is True:
+        return ["true"]
+    if value is False:
+        return ["false"]
+    if isinstance(value, int | float):
+        return ["integer", "real"]
+    if isinstance(value, str):
+        return ["text"]
+    if isinstance(value, list):
+        return ["array"]
+    return ["object"]
+
+
+def _sqlite_contains(column: ColumnElement[Any], path: str, value: Any) -> Any:
+    if isinstance(value, dict):
+        conds_obj: list[Any] = [func.json_type(column, path).in_(["object"])]
+        for key, sub in value.items():
+            escaped = str(key).replace("\\", "\\\\").replace('"', '\\"')
+            conds_obj.append(_sqlite_contains(column, f'{path}."{escaped}"', sub))
+        return and_(*conds_obj)
+    if isinstance(value, list):
+        conds: list[Any] = [func.json_type(column, path).in_(["array"])]
+        for element in value:
+            each = func.json_each(column, path).table_valued("value", "type")
+            if isinstance(element, dict | list):
+                # Nested containers inside a list compare as exact JSON.
+                match = each.c.value == func.json(json.dumps(element, separators=(",", ":")))
+            else:
+                match = and_(
+                    each.c.type.in_(_sqlite_json_type(element)),
+                    each.c.value == _sqlite_scalar(element),
+                )
+            conds.append(exists(select(literal(1)).select_from(each).where(match)))
+        return and_(*conds)
+    cond = func.json_type(column, path).in_(_sqlite_json_type(value))
+    if value is None:
+        return cond
+    return and_(cond, func.json_extract(column, path) == _sqlite_scalar(value))
+
+
+def _sqlite_scalar(value: Any) -> Any:
+    # json_extract returns booleans as 1 / 0
+    if value is True:
+        return 1
+    if value is False:
+        return 0
+    return value

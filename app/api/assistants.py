@@ -1,0 +1,161 @@
+"""Assistants router: parse, call one service function, return the contract's shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import JSONResponse
+
+from app.api.deps import AppStateDep, PrincipalDep
+from app.api.paging import page_response
+from app.assistants import service
+from app.assistants.schemas import (
+    Assistant,
+    AssistantCount,
+    AssistantCreate,
+    AssistantPatch,
+    AssistantSearch,
+    AssistantSetLatest,
+    AssistantVersion,
+    AssistantVersionsSearch,
+    GraphSchemas,
+)
+from app.threads.service import delete_threads_of_assistant
+
+router = APIRouter(tags=["assistants"])
+
+
+@router.post("/assistants", operation_id="create_assistant", response_model=Assistant)
+async def create_assistant(
+    body: AssistantCreate, state: AppStateDep, principal: PrincipalDep
+) -> Assistant:
+    return await service.create_assistant(
+        state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
+    )
+
+
+@router.post("/assistants/search", operation_id="search_assistants")
+async def search_assistants(
+    body: AssistantSearch, state: AppStateDep, principal: PrincipalDep
+) -> JSONResponse:
+    page = await service.search_assistants(
+        state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
+    )
+    return page_response(page.items, has_more=page.has_more, limit=body.limit, offset=body.offset)
+
+
+@router.post("/assistants/count", operation_id="count_assistants")
+async def count_assistants(
+    body: AssistantCount, state: AppStateDep, principal: PrincipalDep
+) -> int:
+    return await service.count_assistants(
+        state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
+    )
+
+
+@router.get("/assistants/{assistant_id}", operation_id="get_assistant", response_model=Assistant)
+async def get_assistant(
+    assistant_id: str, state: AppStateDep, principal: PrincipalDep
+) -> Assistant:
+    return await service.get_assistant(
+        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id, graphs=state.graphs
+    )
+
+
+@router.patch(
+    "/assistants/{assistant_id}", operation_id="patch_assistant", response_model=Assistant
+)
+async def patch_assistant(
+    assistant_id: str, body: AssistantPatch, state: AppStateDep, principal: PrincipalDep
+) -> Assistant:
+    return await service.patch_assistant(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        body=body,
+        graphs=state.graphs,
+    )
+
+
+@router.delete("/assistants/{assistant_id}", operation_id="delete_assistant", status_code=204)
+async def delete_assistant(
+    assistant_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    delete_threads: bool = Query(False),
+) -> Response:
+    await service.delete_assistant(
+        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id
+    )
+    if delete_threads:
+        await delete_threads_of_assistant(
+            state.engine,
+            tenant_id=principal.tenant_id,
+            assistant_id=service.parse_uuid(assistant_id, what="assistant_id"),
+            saver=state.saver,
+        )
+    return Response(status_code=204)
+
+
+@router.post(
+    "/assistants/{assistant_id}/versions",
+    operation_id="list_assistant_versions",
+    response_model=list[AssistantVersion],
+)
+async def list_versions(
+    assistant_id: str, body: AssistantVersionsSearch, state: AppStateDep, principal: PrincipalDep
+) -> list[AssistantVersion]:
+    return await service.list_versions(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        body=body,
+        graphs=state.graphs,
+    )
+
+
+@router.post(
+    "/assistants/{assistant_id}/latest",
+    operation_id="set_latest_assistant_version",
+    response_model=Assistant,
+)
+async def set_latest(
+    assistant_id: str, body: AssistantSetLatest, state: AppStateDep, principal: PrincipalDep
+) -> Assistant:
+    return await service.set_latest_version(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        version=body.version,
+        graphs=state.graphs,
+    )
+
+
+@router.get(
+    "/assistants/{assistant_id}/schemas",
+    operation_id="get_assistant_schemas",
+    response_model=GraphSchemas,
+)
+async def get_schemas(
+    assistant_id: str, state: AppStateDep, principal: PrincipalDep
+) -> GraphSchemas:
+    return await service.get_schemas(
+        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id, graphs=state.graphs
+    )
+
+
+@router.get("/assistants/{assistant_id}/graph", operation_id="get_assistant_graph")
+async def get_graph(
+    assistant_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    xray: str | None = Query(None, description="true, false or a positive depth"),
+) -> dict[str, Any]:
+    return await service.get_graph_drawing(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        xray=xray,
+        graphs=state.graphs,
+    )

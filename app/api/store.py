@@ -1,0 +1,159 @@
+"""Store router: long-term memory items, search and namespaces (contract section 7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response
+from langgraph.store.base import Item, SearchItem
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.api.deps import AppStateDep, PrincipalDep
+from app.errors import InvalidInput, ValidationFailed
+
+router = APIRouter(tags=["store"])
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StorePut(_Request):
+    namespace: list[str] = Field(min_length=1)
+    key: str
+    value: dict[str, Any]
+    index: bool | list[str] | None = None
+    ttl: float | None = Field(None, gt=0, description="Minutes from the last write.")
+
+
+class StoreDelete(_Request):
+    namespace: list[str] = Field(min_length=1)
+    key: str
+
+
+class StoreSearch(_Request):
+    namespace_prefix: list[str] = Field(default_factory=list)
+    filter: dict[str, Any] | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+    query: str | None = None
+    refresh_ttl: bool | None = None
+
+
+class StoreNamespaces(_Request):
+    prefix: list[str] | None = None
+    suffix: list[str] | None = None
+    max_depth: int | None = Field(None, ge=1)
+    limit: int = Field(100, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+class StoreItem(BaseModel):
+    namespace: list[str]
+    key: str
+    value: dict[str, Any]
+    created_at: str
+    updated_at: str
+    score: float | None = None
+
+
+class SearchItemsResponse(BaseModel):
+    items: list[StoreItem]
+
+
+class NamespacesResponse(BaseModel):
+    namespaces: list[list[str]]
+
+
+def _check_labels(labels: list[str], *, allow_wildcard: bool = False) -> tuple[str, ...]:
+    for label in labels:
+        if allow_wildcard and label == "*":
+            continue
+        if not label or "." in label:
+            raise ValidationFailed(
+                f"namespace: label {label!r} is invalid (labels are non-empty, without '.')"
+            )
+    return tuple(labels)
+
+
+def _item_json(item: Item, *, with_score: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+    }
+    if with_score:
+        result["score"] = item.score if isinstance(item, SearchItem) else None
+    return result
+
+
+def _store(state: AppStateDep, tenant_id: str) -> Any:
+    return state.store.for_tenant(tenant_id)
+
+
+@router.put("/store/items", operation_id="put_store_item", status_code=204)
+async def put_item(body: StorePut, state: AppStateDep, principal: PrincipalDep) -> Response:
+    namespace = _check_labels(body.namespace)
+    index: Any = body.index if body.index is not None else None
+    await _store(state, principal.tenant_id).aput(
+        namespace, body.key, body.value, index=index, ttl=body.ttl
+    )
+    return Response(status_code=204)
+
+
+@router.get("/store/items", operation_id="get_store_item", response_model=StoreItem | None)
+async def get_item(
+    state: AppStateDep,
+    principal: PrincipalDep,
+    namespace: str = Query("", description="labels joined with '.'"),
+    key: str | None = Query(None),
+    refresh_ttl: bool | None = Query(None),
+) -> dict[str, Any] | None:
+    if key is None or key == "":
+        raise InvalidInput("Key is required")
+    labels = _check_labels(namespace.split(".")) if namespace else ()
+    if not labels:
+        raise ValidationFailed("namespace: at least one label is required")
+    item = await _store(state, principal.tenant_id).aget(labels, key, refresh_ttl=refresh_ttl)
+    return _item_json(item, with_score=False) if item is not None else None
+
+
+@router.delete("/store/items", operation_id="delete_store_item", status_code=204)
+async def delete_item(body: StoreDelete, state: AppStateDep, principal: PrincipalDep) -> Response:
+    await _store(state, principal.tenant_id).adelete(_check_labels(body.namespace), body.key)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/store/items/search", operation_id="search_store_items", response_model=SearchItemsResponse
+)
+async def search_items(
+    body: StoreSearch, state: AppStateDep, principal: PrincipalDep
+) -> dict[str, Any]:
+    items = await _store(state, principal.tenant_id).asearch(
+        _check_labels(body.namespace_prefix),
+        query=body.query,
+        filter=body.filter,
+        limit=body.limit,
+        offset=body.offset,
+        refresh_ttl=body.refresh_ttl,
+    )
+    return {"items": [_item_json(item, with_score=True) for item in items]}
+
+
+@router.post(
+    "/store/namespaces", operation_id="list_store_namespaces", response_model=NamespacesResponse
+)
+async def list_namespaces(
+    body: StoreNamespaces, state: AppStateDep, principal: PrincipalDep
+) -> dict[str, Any]:
+    namespaces = await _store(state, principal.tenant_id).alist_namespaces(
+        prefix=_check_labels(body.prefix, allow_wildcard=True) if body.prefix else None,
+        suffix=_check_labels(body.suffix, allow_wildcard=True) if body.suffix else None,
+        max_depth=body.max_depth,
+        limit=body.limit,
+        offset=body.offset,
+    )
+    return {"namespaces": [list(ns) for ns in namespaces]}

@@ -1,0 +1,238 @@
+"""Threads router: thread CRUD, search, copy, prune, state, history and update_state."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import JSONResponse
+
+from app.api.deps import AppStateDep, PrincipalDep
+from app.api.paging import page_response
+from app.threads import service
+from app.threads import state as thread_state
+from app.threads.schemas import (
+    HistoryRequest,
+    PruneResult,
+    StateCheckpointRequest,
+    StateUpdate,
+    StateUpdateResult,
+    Thread,
+    ThreadCount,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadPrune,
+    ThreadSearch,
+    ThreadState,
+)
+
+router = APIRouter(tags=["threads"])
+
+# The official server's default when a history request gives no limit.
+DEFAULT_HISTORY_LIMIT = 1
+
+
+@router.post(
+    "/threads", operation_id="create_thread", response_model=Thread, response_model_exclude={"ttl"}
+)
+async def create_thread(body: ThreadCreate, state: AppStateDep, principal: PrincipalDep) -> Thread:
+    return await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
+
+
+@router.post("/threads/search", operation_id="search_threads")
+async def search_threads(
+    body: ThreadSearch, state: AppStateDep, principal: PrincipalDep
+) -> JSONResponse:
+    page = await service.search_threads(state.engine, tenant_id=principal.tenant_id, body=body)
+    return page_response(page.items, has_more=page.has_more, limit=body.limit, offset=body.offset)
+
+
+@router.post("/threads/count", operation_id="count_threads")
+async def count_threads(body: ThreadCount, state: AppStateDep, principal: PrincipalDep) -> int:
+    return await service.count_threads(state.engine, tenant_id=principal.tenant_id, body=body)
+
+
+@router.post("/threads/prune", operation_id="prune_threads", response_model=PruneResult)
+async def prune_threads(
+    body: ThreadPrune, state: AppStateDep, principal: PrincipalDep
+) -> PruneResult:
+    count = await service.prune_threads(
+        state.engine, tenant_id=principal.tenant_id, body=body, saver=state.saver
+    )
+    return PruneResult(pruned_count=count)
+
+
+@router.get("/threads/{thread_id}", operation_id="get_thread", response_model=Thread)
+async def get_thread(
+    thread_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    include: str | None = Query(None, description="comma-separated extras: ttl"),
+) -> Response:
+    include_ttl = "ttl" in [part.strip() for part in (include or "").split(",")]
+    thread = await service.get_thread(
+        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, include_ttl=include_ttl
+    )
+    return JSONResponse(
+        thread.model_dump(
+            mode="json", exclude_none=False, exclude={"ttl"} if not include_ttl else set()
+        )
+    )
+
+
+@router.patch("/threads/{thread_id}", operation_id="patch_thread", response_model=Thread)
+async def patch_thread(
+    thread_id: str,
+    body: ThreadPatch,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    prefer: str | None = Header(None),
+) -> Response:
+    thread = await service.patch_thread(
+        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, body=body
+    )
+    if prefer and "return=minimal" in prefer.replace(" ", "").lower():
+        return Response(status_code=204)
+    return JSONResponse(thread.model_dump(mode="json", exclude={"ttl"}))
+
+
+@router.delete("/threads/{thread_id}", operation_id="delete_thread", status_code=204)
+async def delete_thread(thread_id: str, state: AppStateDep, principal: PrincipalDep) -> Response:
+    await service.delete_thread(
+        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, saver=state.saver
+    )
+    return Response(status_code=204)
+
+
+@router.post(
+    "/threads/{thread_id}/copy",
+    operation_id="copy_thread",
+    response_model=Thread,
+    response_model_exclude={"ttl"},
+)
+async def copy_thread(thread_id: str, state: AppStateDep, principal: PrincipalDep) -> Thread:
+    return await service.copy_thread(
+        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, saver=state.saver
+    )
+
+
+@router.get(
+    "/threads/{thread_id}/state", operation_id="get_thread_state", response_model=ThreadState
+)
+async def get_state(
+    thread_id: str, state: AppStateDep, principal: PrincipalDep, subgraphs: bool = Query(False)
+) -> ThreadState:
+    return await thread_state.get_state(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+        subgraphs=subgraphs,
+    )
+
+
+@router.post(
+    "/threads/{thread_id}/state",
+    operation_id="update_thread_state",
+    response_model=StateUpdateResult,
+)
+async def update_state(
+    thread_id: str, body: StateUpdate, state: AppStateDep, principal: PrincipalDep
+) -> StateUpdateResult:
+    return await thread_state.update_state(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        body=body,
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+    )
+
+
+@router.post(
+    "/threads/{thread_id}/state/checkpoint",
+    operation_id="get_thread_state_at_checkpoint_post",
+    response_model=ThreadState,
+)
+async def get_state_at_checkpoint_post(
+    thread_id: str, body: StateCheckpointRequest, state: AppStateDep, principal: PrincipalDep
+) -> ThreadState:
+    return await thread_state.get_state(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+        checkpoint=body.checkpoint,
+        subgraphs=body.subgraphs,
+    )
+
+
+@router.get(
+    "/threads/{thread_id}/state/{checkpoint_id}",
+    operation_id="get_thread_state_at_checkpoint",
+    response_model=ThreadState,
+)
+async def get_state_at_checkpoint(
+    thread_id: str,
+    checkpoint_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    subgraphs: bool = Query(False),
+) -> ThreadState:
+    return await thread_state.get_state(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+        checkpoint={"checkpoint_id": checkpoint_id},
+        subgraphs=subgraphs,
+    )
+
+
+@router.post(
+    "/threads/{thread_id}/history",
+    operation_id="get_thread_history",
+    response_model=list[ThreadState],
+)
+async def post_history(
+    thread_id: str, body: HistoryRequest, state: AppStateDep, principal: PrincipalDep
+) -> list[ThreadState]:
+    if "limit" not in body.model_fields_set:
+        body = body.model_copy(update={"limit": DEFAULT_HISTORY_LIMIT})
+    return await thread_state.get_history(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        body=body,
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+    )
+
+
+@router.get(
+    "/threads/{thread_id}/history",
+    operation_id="get_thread_history_get",
+    response_model=list[ThreadState],
+)
+async def get_history(
+    thread_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    limit: int = Query(DEFAULT_HISTORY_LIMIT, ge=1, le=1000),
+    before: str | None = Query(None, description="checkpoint id"),
+) -> list[ThreadState]:
+    return await thread_state.get_history(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        body=HistoryRequest(limit=limit, before=before),
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+    )

@@ -1,0 +1,148 @@
+"""SQL for assistants and their versions (pure statement builders plus small executors)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, delete, func, insert, or_, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.assistants.schemas import Assistant, AssistantVersion, JSONObject
+from app.db.dialect import json_contains
+from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants
+
+A = assistants.c
+V = assistant_versions.c
+
+
+def visible_to(tenant_id: str) -> ColumnElement[bool]:
+    """Rows this tenant may read: its own plus the shared system assistants."""
+    return or_(A.tenant_id == tenant_id, A.tenant_id == SYSTEM_TENANT)
+
+
+def row_to_assistant(row: Row[Any]) -> Assistant:
+    return Assistant(
+        assistant_id=row.assistant_id,
+        graph_id=row.graph_id,
+        name=row.name,
+        description=row.description,
+        config=row.config or {},
+        context=row.context or {},
+        metadata=row.metadata or {},
+        version=row.version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def row_to_version(row: Row[Any]) -> AssistantVersion:
+    return AssistantVersion(
+        assistant_id=row.assistant_id,
+        graph_id=row.graph_id,
+        name=row.name,
+        description=row.description,
+        config=row.config or {},
+        context=row.context or {},
+        metadata=row.metadata or {},
+        version=row.version,
+        created_at=row.created_at,
+    )
+
+
+async def find_row(
+    conn: AsyncConnection, *, tenant_id: str, assistant_id: str, for_update: bool = False
+) -> Row[Any] | None:
+    stmt = select(assistants).where(A.assistant_id == assistant_id, visible_to(tenant_id))
+    if for_update:
+        stmt = stmt.with_for_update()
+    return (await conn.execute(stmt)).first()
+
+
+async def insert_assistant(
+    conn: AsyncConnection, *, tenant_id: str, values: JSONObject, now: datetime
+) -> None:
+    """Insert the assistant row and its version row (same content)."""
+    await conn.execute(
+        insert(assistants).values(tenant_id=tenant_id, created_at=now, updated_at=now, **values)
+    )
+    await insert_version(conn, tenant_id=tenant_id, values=values, now=now)
+
+
+async def insert_version(
+    conn: AsyncConnection, *, tenant_id: str, values: JSONObject, now: datetime
+) -> None:
+    await conn.execute(
+        insert(assistant_versions).values(tenant_id=tenant_id, created_at=now, **values)
+    )
+
+
+async def update_assistant(
+    conn: AsyncConnection, *, tenant_id: str, assistant_id: str, values: JSONObject
+) -> None:
+    await conn.execute(
+        update(assistants)
+        .where(A.assistant_id == assistant_id, A.tenant_id == tenant_id)
+        .values(**values)
+    )
+
+
+async def max_version(conn: AsyncConnection, *, tenant_id: str, assistant_id: str) -> int:
+    stmt = select(func.max(V.version)).where(
+        V.assistant_id == assistant_id, V.tenant_id == tenant_id
+    )
+    return int((await conn.execute(stmt)).scalar_one() or 0)
+
+
+async def find_version(
+    conn: AsyncConnection, *, tenant_id: str, assistant_id: str, version: int
+) -> Row[Any] | None:
+    stmt = select(assistant_versions).where(
+        V.assistant_id == assistant_id, V.tenant_id == tenant_id, V.version == version
+    )
+    return (await conn.execute(stmt)).first()
+
+
+def versions_query(
+    dialect: str, *, tenant_id: str, assistant_id: str, metadata: JSONObject | None
+) -> Select[Any]:
+    stmt = select(assistant_versions).where(
+        V.assistant_id == assistant_id, or_(V.tenant_id == tenant_id, V.tenant_id == SYSTEM_TENANT)
+    )
+    if metadata:
+        stmt = stmt.where(json_contains(dialect, V.metadata, metadata))
+    return stmt.order_by(V.version.desc())
+
+
+def filtered(
+    stmt: Select[Any],
+    dialect: str,
+    *,
+    tenant_id: str,
+    graph_ids: list[str],
+    metadata: JSONObject | None,
+    graph_id: str | None,
+    name: str | None,
+) -> Select[Any]:
+    """Search filters; only assistants of graphs registered on this server are listed."""
+    stmt = stmt.where(visible_to(tenant_id), A.graph_id.in_(graph_ids))
+    if graph_id is not None:
+        stmt = stmt.where(A.graph_id == graph_id)
+    if name:
+        stmt = stmt.where(func.lower(A.name).contains(name.lower(), autoescape=True))
+    if metadata:
+        stmt = stmt.where(json_contains(dialect, A.metadata, metadata))
+    return stmt
+
+
+async def delete_assistant(conn: AsyncConnection, *, tenant_id: str, assistant_id: str) -> int:
+    # Versions go by ON DELETE CASCADE; deleted explicitly too, since a cascade is not
+    # guaranteed when SQLite foreign keys are off on some connection.
+    await conn.execute(
+        delete(assistant_versions).where(V.assistant_id == assistant_id, V.tenant_id == tenant_id)
+    )
+    result = await conn.execute(
+        delete(assistants).where(A.assistant_id == assistant_id, A.tenant_id == tenant_id)
+    )
+    return int(result.rowcount or 0)

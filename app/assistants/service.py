@@ -1,0 +1,439 @@
+"""Assistant use cases: one transaction each, scoped to the caller's tenant.
+
+System assistants (one per registered graph, owner SYSTEM_TENANT) are visible to every tenant
+and read-only for them: changing a shared assistant would change it for everybody.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.assistants import queries as q
+from app.assistants.schemas import (
+    ASSISTANT_FIELDS,
+    ASSISTANT_SORT_COLUMNS,
+    Assistant,
+    AssistantCount,
+    AssistantCreate,
+    AssistantPatch,
+    AssistantSearch,
+    AssistantVersion,
+    AssistantVersionsSearch,
+    GraphSchemas,
+    JSONObject,
+)
+from app.db.dialect import upsert
+from app.db.listing import check_select, check_sort_order, order_by
+from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants
+from app.db.types import utcnow
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound, ValidationFailed
+from app.graphs.registry import GraphRegistry
+
+# The namespace the official server uses, so default assistant ids match it.
+SYSTEM_ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+
+
+def system_assistant_id(graph_id: str) -> str:
+    """The deterministic id of a graph's default assistant."""
+    return str(uuid.uuid5(SYSTEM_ASSISTANT_NAMESPACE, graph_id))
+
+
+def parse_uuid(value: str, *, what: str) -> str:
+    """Canonical lowercase UUID text, or 422."""
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a search, plus whether more rows exist (for the pagination headers)."""
+
+    items: list[JSONObject]
+    has_more: bool
+
+
+def _sync_config_context(
+    config: JSONObject | None, context: JSONObject | None
+) -> tuple[JSONObject, JSONObject]:
+    """configurable and context mirror each other; giving both (non-empty) is ambiguous."""
+    config = dict(config or {})
+    configurable = config.get("configurable")
+    if configurable and context:
+        raise InvalidInput(
+            "give either config.configurable or context, not both (they are kept in sync)"
+        )
+    if context:
+        config["configurable"] = dict(context)
+        return config, dict(context)
+    if isinstance(configurable, dict) and configurable:
+        return config, dict(configurable)
+    return config, dict(context or {})
+
+
+async def ensure_system_assistants(engine: AsyncEngine, *, graphs: GraphRegistry) -> None:
+    """Create (or refresh name/description/config of) the default assistant of every graph."""
+    now = utcnow()
+    async with engine.begin() as conn:
+        dialect = conn.dialect.name
+        for graph_id in graphs.graph_ids():
+            spec = graphs.spec(graph_id)
+            config, context = _sync_config_context(spec.config, None)
+            values: JSONObject = {
+                "assistant_id": system_assistant_id(graph_id),
+                "graph_id": graph_id,
+                "name": spec.name,
+                "description": spec.description,
+                "config": config,
+                "context": context,
+                "metadata": {"created_by": "system"},
+                "version": 1,
+            }
+            row = {**values, "tenant_id": SYSTEM_TENANT, "created_at": now, "updated_at": now}
+            changing = ["graph_id", "name", "description", "config", "context"]
+            await conn.execute(
+                upsert(dialect, assistants, row, keys=["assistant_id"], update=changing)
+            )
+            version_row = {k: v for k, v in row.items() if k != "updated_at"}
+            await conn.execute(
+                upsert(
+                    dialect,
+                    assistant_versions,
+                    version_row,
+                    keys=["assistant_id", "version"],
+                    update=changing,
+                )
+            )
+
+
+def resolve_assistant_id(value: str, *, graphs: GraphRegistry) -> str:
+    """A UUID, or a registered graph id meaning that graph's default assistant."""
+    if graphs.has(value):
+        return system_assistant_id(value)
+    return parse_uuid(value, what="assistant_id")
+
+
+async def get_assistant(
+    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
+) -> Assistant:
+    """The assistant, or 404 (also when its graph is not registered here)."""
+    assistant_id = parse_uuid(assistant_id, what="assistant_id")
+    async with engine.connect() as conn:
+        row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+    if row is None or not graphs.has(row.graph_id):
+        raise NotFound(f"Assistant '{assistant_id}' not found")
+    return q.row_to_assistant(row)
+
+
+def _require_graph(graphs: GraphRegistry, graph_id: str) -> None:
+    if not graphs.has(graph_id):
+        raise NotFound(f"Graph '{graph_id}' not found")
+
+
+async def create_assistant(
+    engine: AsyncEngine, *, tenant_id: str, body: AssistantCreate, graphs: GraphRegistry
+) -> Assistant:
+    _require_graph(graphs, body.graph_id)
+    assistant_id = (
+        parse_uuid(body.assistant_id, what="assistant_id")
+        if body.assistant_id
+        else str(uuid.uuid4())
+    )
+    config, context = _sync_config_context(body.config, body.context)
+    values: JSONObject = {
+        "assistant_id": assistant_id,
+        "graph_id": body.graph_id,
+        "name": body.name or "Untitled",
+        "description": body.description,
+        "config": config,
+        "context": context,
+        "metadata": dict(body.metadata or {}),
+        "version": 1,
+    }
+    try:
+        async with engine.begin() as conn:
+            existing = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+            if existing is None:
+                # An id taken by another tenant must not be revealed; the insert fails below.
+                await q.insert_assistant(conn, tenant_id=tenant_id, values=values, now=utcnow())
+    except IntegrityError:
+        existing = None
+        raise Conflict(f"Assistant '{assistant_id}' already exists") from None
+    if existing is not None:
+        if body.if_exists == "do_nothing":
+            return q.row_to_assistant(existing)
+        raise Conflict(f"Assistant '{assistant_id}' already exists")
+    return await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
+    )
+
+
+def _own_row(row: Any, assistant_id: str, tenant_id: str) -> None:
+    if row is None:
+        raise NotFound(f"Assistant '{assistant_id}' not found")
+    if row.tenant_id != tenant_id:
+        raise Forbidden(
+            f"Assistant '{assistant_id}' is a system assistant and read-only; "
+            "create your own assistant for this graph instead"
+        )
+
+
+async def patch_assistant(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    assistant_id: str,
+    body: AssistantPatch,
+    graphs: GraphRegistry,
+) -> Assistant:
+    """Every patch writes a new version and makes it current."""
+    assistant_id = parse_uuid(assistant_id, what="assistant_id")
+    if body.graph_id is not None:
+        _require_graph(graphs, body.graph_id)
+    async with engine.begin() as conn:
+        row = await q.find_row(
+            conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
+        )
+        _own_row(row, assistant_id, tenant_id)
+        assert row is not None
+        if body.config is not None or body.context is not None:
+            config, context = _sync_config_context(body.config, body.context)
+            if body.config is None:
+                config = {**(row.config or {}), "configurable": context}
+        else:
+            config, context = row.config or {}, row.context or {}
+        version = await q.max_version(conn, tenant_id=tenant_id, assistant_id=assistant_id) + 1
+        values: JSONObject = {
+            "assistant_id": assistant_id,
+            "graph_id": body.graph_id or row.graph_id,
+            "name": body.name if body.name is not None else row.name,
+            "description": body.description if body.description is not None else row.description,
+            "config": config,
+            "context": context,
+            "metadata": {**(row.metadata or {}), **(body.metadata or {})},
+            "version": version,
+        }
+        now = utcnow()
+        await q.insert_version(conn, tenant_id=tenant_id, values=values, now=now)
+        await q.update_assistant(
+            conn,
+            tenant_id=tenant_id,
+            assistant_id=assistant_id,
+            values={**values, "updated_at": now},
+        )
+    return await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
+    )
+
+
+async def delete_assistant(engine: AsyncEngine, *, tenant_id: str, assistant_id: str) -> None:
+    """Delete the assistant and all its versions (404 if it is not this tenant's)."""
+    assistant_id = parse_uuid(assistant_id, what="assistant_id")
+    async with engine.begin() as conn:
+        row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+        _own_row(row, assistant_id, tenant_id)
+        await q.delete_assistant(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+
+
+def _graph_filter(graphs: GraphRegistry, graph_id: str | None) -> None:
+    if graph_id is not None:
+        _require_graph(graphs, graph_id)
+
+
+async def search_assistants(
+    engine: AsyncEngine, *, tenant_id: str, body: AssistantSearch, graphs: GraphRegistry
+) -> Page:
+    fields = check_select(body.select, ASSISTANT_FIELDS)
+    check_sort_order(body.sort_order)
+    _graph_filter(graphs, body.graph_id)
+    async with engine.connect() as conn:
+        stmt = q.filtered(
+            select(assistants),
+            conn.dialect.name,
+            tenant_id=tenant_id,
+            graph_ids=graphs.graph_ids(),
+            metadata=body.metadata,
+            graph_id=body.graph_id,
+            name=body.name,
+        )
+        columns = {name: assistants.c[name] for name in ASSISTANT_SORT_COLUMNS}
+        stmt = stmt.order_by(
+            *order_by(
+                columns,
+                body.sort_by,
+                body.sort_order,
+                case_insensitive=("name", "graph_id"),
+                tie_breaker=assistants.c.assistant_id,
+            )
+        )
+        rows = (await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all()
+    items = [q.row_to_assistant(row).model_dump(mode="json") for row in rows[: body.limit]]
+    if fields:
+        items = [{k: item[k] for k in fields} for item in items]
+    return Page(items=items, has_more=len(rows) > body.limit)
+
+
+async def count_assistants(
+    engine: AsyncEngine, *, tenant_id: str, body: AssistantCount, graphs: GraphRegistry
+) -> int:
+    _graph_filter(graphs, body.graph_id)
+    async with engine.connect() as conn:
+        stmt = q.filtered(
+            select(func.count()).select_from(assistants),
+            conn.dialect.name,
+            tenant_id=tenant_id,
+            graph_ids=graphs.graph_ids(),
+            metadata=body.metadata,
+            graph_id=body.graph_id,
+            name=body.name,
+        )
+        return int((await conn.execute(stmt)).scalar_one())
+
+
+async def list_versions(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    assistant_id: str,
+    body: AssistantVersionsSearch,
+    graphs: GraphRegistry,
+) -> list[AssistantVersion]:
+    """Versions, newest first (404 for an unknown assistant)."""
+    assistant = await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
+    )
+    async with engine.connect() as conn:
+        stmt = q.versions_query(
+            conn.dialect.name,
+            tenant_id=tenant_id,
+            assistant_id=assistant.assistant_id,
+            metadata=body.metadata,
+        )
+        rows = (await conn.execute(stmt.limit(body.limit).offset(body.offset))).all()
+    return [q.row_to_version(row) for row in rows]
+
+
+async def set_latest_version(
+    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, version: int, graphs: GraphRegistry
+) -> Assistant:
+    """Make an existing version current again (its config, context, metadata, name...)."""
+    assistant_id = parse_uuid(assistant_id, what="assistant_id")
+    async with engine.begin() as conn:
+        row = await q.find_row(
+            conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
+        )
+        _own_row(row, assistant_id, tenant_id)
+        chosen = await q.find_version(
+            conn, tenant_id=tenant_id, assistant_id=assistant_id, version=version
+        )
+        if chosen is None:
+            raise NotFound(f"Assistant '{assistant_id}' has no version {version}")
+        await q.update_assistant(
+            conn,
+            tenant_id=tenant_id,
+            assistant_id=assistant_id,
+            values={
+                "graph_id": chosen.graph_id,
+                "name": chosen.name,
+                "description": chosen.description,
+                "config": chosen.config,
+                "context": chosen.context,
+                "metadata": chosen.metadata,
+                "version": chosen.version,
+                "updated_at": utcnow(),
+            },
+        )
+    return await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
+    )
+
+
+def _schema(getter: Any) -> JSONObject | None:
+    try:
+        result = getter()
+    except Exception:  # a schema LangGraph cannot generate is null, by contract
+        return None
+    return result if isinstance(result, dict) else None
+
+
+async def get_schemas(
+    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
+) -> GraphSchemas:
+    assistant = await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
+    )
+    async with graphs.open(
+        assistant.graph_id,
+        config={"configurable": dict(assistant.context)},
+        checkpointer=None,
+        store=None,
+        access_context="assistants.read",
+    ) as graph:
+        state_type = getattr(getattr(graph, "builder", None), "state_schema", None)
+        state_schema = (
+            _schema(lambda: TypeAdapter(state_type).json_schema())
+            if state_type is not None
+            else None
+        )
+        return GraphSchemas(
+            graph_id=assistant.graph_id,
+            input_schema=_schema(graph.get_input_jsonschema),
+            output_schema=_schema(graph.get_output_jsonschema),
+            state_schema=state_schema,
+            config_schema=_schema(graph.get_config_jsonschema),
+            context_schema=_schema(graph.get_context_jsonschema),
+        )
+
+
+def _parse_xray(xray: str | None) -> bool | int:
+    if xray is None or xray.lower() in ("false", "0", "no", ""):
+        return False
+    if xray.lower() in ("true", "yes"):
+        return True
+    try:
+        depth = int(xray)
+    except ValueError:
+        raise ValidationFailed(
+            f"xray: expected true, false or a positive integer, not {xray!r}"
+        ) from None
+    if depth <= 0:
+        raise ValidationFailed("xray: must be a positive integer")
+    return depth
+
+
+async def get_graph_drawing(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    assistant_id: str,
+    xray: str | None,
+    graphs: GraphRegistry,
+) -> JSONObject:
+    """LangGraph's drawable graph as JSON (node `data.id` removed, as the official server)."""
+    depth = _parse_xray(xray)
+    resolved = resolve_assistant_id(assistant_id, graphs=graphs)
+    assistant = await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=resolved, graphs=graphs
+    )
+    async with graphs.open(
+        assistant.graph_id,
+        config={"configurable": dict(assistant.context)},
+        checkpointer=None,
+        store=None,
+        access_context="assistants.read",
+    ) as graph:
+        drawable = await graph.aget_graph(xray=depth)
+    result: JSONObject = drawable.to_json()
+    for node in result.get("nodes", []):
+        data = node.get("data")
+        if isinstance(data, dict):
+            data.pop("id", None)
+    return result

@@ -1,0 +1,173 @@
+"""SQL for thread rows: pure builders and small executors taking `conn` and `tenant_id`.
+
+The run engine's own thread-row changes live in run_status.py; both write the same row.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Select, delete, insert, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.db.dialect import json_contains
+from app.db.tables import run_events, runs, threads
+from app.threads.schemas import JSONObject, Thread, ThreadTTL
+
+T = threads.c
+
+
+def row_to_thread(row: Row[Any], *, include_ttl: bool = False) -> Thread:
+    ttl: JSONObject | None = None
+    if include_ttl and row.ttl_minutes is not None:
+        ttl = {
+            "strategy": row.ttl_strategy or "delete",
+            "ttl_minutes": row.ttl_minutes,
+            "expires_at": row.expires_at.isoformat() if row.expires_at else None,
+        }
+    return Thread(
+        thread_id=row.thread_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        state_updated_at=row.state_updated_at,
+        metadata=row.metadata or {},
+        config=row.config or {},
+        status=row.status,
+        values=row.values,
+        interrupts=row.interrupts or {},
+        error=row.error,
+        ttl=ttl,
+    )
+
+
+def ttl_columns(ttl: ThreadTTL | None, now: datetime) -> JSONObject:
+    if ttl is None:
+        return {}
+    return {
+        "ttl_minutes": ttl.ttl,
+        "ttl_strategy": ttl.strategy,
+        "expires_at": now + timedelta(minutes=ttl.ttl),
+    }
+
+
+async def find_thread_row(
+    conn: AsyncConnection, *, tenant_id: str, thread_id: str
+) -> Row[Any] | None:
+    stmt = select(threads).where(T.thread_id == thread_id, T.tenant_id == tenant_id)
+    return (await conn.execute(stmt)).first()
+
+
+async def insert_thread(
+    conn: AsyncConnection,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    metadata: JSONObject,
+    now: datetime,
+    values: Any = None,
+    interrupts: JSONObject | None = None,
+    status: str = "idle",
+    extra: JSONObject | None = None,
+) -> None:
+    await conn.execute(
+        insert(threads).values(
+            thread_id=thread_id,
+            tenant_id=tenant_id,
+            status=status,
+            metadata=metadata,
+            config={},
+            values=values,
+            interrupts=interrupts or {},
+            error=None,
+            created_at=now,
+            updated_at=now,
+            state_updated_at=now,
+            **(extra or {}),
+        )
+    )
+
+
+async def update_thread_row(
+    conn: AsyncConnection, *, tenant_id: str, thread_id: str, values: JSONObject
+) -> None:
+    await conn.execute(
+        update(threads).where(T.thread_id == thread_id, T.tenant_id == tenant_id).values(**values)
+    )
+
+
+async def set_thread_state(
+    conn: AsyncConnection,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    status: str,
+    values: Any,
+    interrupts: JSONObject,
+    now: datetime,
+) -> None:
+    """Refresh the values cache, interrupts and status after a state change."""
+    await update_thread_row(
+        conn,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        values={
+            "status": status,
+            "values": values,
+            "interrupts": interrupts,
+            "updated_at": now,
+            "state_updated_at": now,
+        },
+    )
+
+
+async def delete_thread_rows(
+    conn: AsyncConnection, *, tenant_id: str, thread_ids: list[str]
+) -> list[str]:
+    """Delete threads with their runs and run events; returns the ids that existed."""
+    if not thread_ids:
+        return []
+    found = (
+        (
+            await conn.execute(
+                select(T.thread_id).where(T.tenant_id == tenant_id, T.thread_id.in_(thread_ids))
+            )
+        )
+        .scalars()
+        .all()
+    )
+    if not found:
+        return []
+    await conn.execute(
+        delete(run_events).where(
+            run_events.c.tenant_id == tenant_id, run_events.c.thread_id.in_(found)
+        )
+    )
+    await conn.execute(
+        delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.thread_id.in_(found))
+    )
+    await conn.execute(delete(threads).where(T.tenant_id == tenant_id, T.thread_id.in_(found)))
+    return list(found)
+
+
+def filtered(
+    stmt: Select[Any],
+    dialect: str,
+    *,
+    tenant_id: str,
+    metadata: JSONObject | None = None,
+    values: JSONObject | None = None,
+    status: str | None = None,
+    ids: list[str] | None = None,
+) -> Select[Any]:
+    stmt = stmt.where(T.tenant_id == tenant_id)
+    if metadata:
+        stmt = stmt.where(json_contains(dialect, T.metadata, metadata))
+    if values:
+        stmt = stmt.where(T["values"].is_not(None), json_contains(dialect, T["values"], values))
+    if status is not None:
+        stmt = stmt.where(T.status == status)
+    if ids is not None:
+        stmt = stmt.where(T.thread_id.in_(ids))
+    return stmt

@@ -1,0 +1,235 @@
+"""Thread use cases (rows, search, copy, prune); state and history live in state.py.
+
+Each function owns one transaction and is scoped by `tenant_id`. Checkpoints go through the
+tenant's view of the saver (`saver.for_tenant`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from uuid_utils.compat import uuid7
+
+from app.db.listing import check_select, check_sort_order, order_by
+from app.db.tables import threads
+from app.db.types import utcnow
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.threads import queries as q
+from app.threads.schemas import (
+    THREAD_FIELDS,
+    THREAD_SORT_COLUMNS,
+    JSONObject,
+    Thread,
+    ThreadCount,
+    ThreadCreate,
+    ThreadPatch,
+    ThreadPrune,
+    ThreadSearch,
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a search, plus whether more rows exist (for the pagination headers)."""
+
+    items: list[JSONObject]
+    has_more: bool
+
+
+def parse_thread_id(value: str) -> str:
+    """Canonical lowercase UUID text, or 422."""
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ValidationFailed(f"thread_id: {value!r} is not a valid UUID") from None
+
+
+def new_thread_id() -> str:
+    """UUIDv7: time-ordered, so sorting by id follows creation time (as the official server)."""
+    return str(uuid7())
+
+
+async def find_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str) -> Thread | None:
+    async with engine.connect() as conn:
+        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+    return q.row_to_thread(row) if row is not None else None
+
+
+async def get_thread(
+    engine: AsyncEngine, *, tenant_id: str, thread_id: str, include_ttl: bool = False
+) -> Thread:
+    """The thread, or 404 (also for another tenant's thread)."""
+    thread_id = parse_thread_id(thread_id)
+    async with engine.connect() as conn:
+        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+    if row is None:
+        raise NotFound(f"Thread '{thread_id}' not found")
+    return q.row_to_thread(row, include_ttl=include_ttl)
+
+
+async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCreate) -> Thread:
+    thread_id = parse_thread_id(body.thread_id) if body.thread_id else new_thread_id()
+    now = utcnow()
+    existing = None
+    try:
+        async with engine.begin() as conn:
+            existing = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+            if existing is None:
+                await q.insert_thread(
+                    conn,
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    metadata=dict(body.metadata or {}),
+                    now=now,
+                    extra=q.ttl_columns(body.ttl, now),
+                )
+    except IntegrityError:
+        # Taken concurrently, or by another tenant (which must not be revealed).
+        raise Conflict(f"Thread '{thread_id}' already exists") from None
+    if existing is not None:
+        if body.if_exists == "do_nothing":
+            return q.row_to_thread(existing)
+        raise Conflict(f"Thread '{thread_id}' already exists")
+    return await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+
+
+async def patch_thread(
+    engine: AsyncEngine, *, tenant_id: str, thread_id: str, body: ThreadPatch
+) -> Thread:
+    """Shallow-merge metadata; replace the TTL when given."""
+    thread_id = parse_thread_id(thread_id)
+    now = utcnow()
+    async with engine.begin() as conn:
+        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+        if row is None:
+            raise NotFound(f"Thread '{thread_id}' not found")
+        changes: JSONObject = {"updated_at": now, **q.ttl_columns(body.ttl, now)}
+        if body.metadata:
+            changes["metadata"] = {**(row.metadata or {}), **body.metadata}
+        await q.update_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id, values=changes)
+    return await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+
+
+async def delete_threads(
+    engine: AsyncEngine, *, tenant_id: str, thread_ids: list[str], saver: Any
+) -> int:
+    """Delete threads, their runs, run events and checkpoints; unknown ids are skipped."""
+    async with engine.begin() as conn:
+        deleted = await q.delete_thread_rows(conn, tenant_id=tenant_id, thread_ids=thread_ids)
+    tenant_saver = saver.for_tenant(tenant_id)
+    for thread_id in deleted:
+        await tenant_saver.adelete_thread(thread_id)
+    return len(deleted)
+
+
+async def delete_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str, saver: Any) -> None:
+    thread_id = parse_thread_id(thread_id)
+    if not await delete_threads(engine, tenant_id=tenant_id, thread_ids=[thread_id], saver=saver):
+        raise NotFound(f"Thread '{thread_id}' not found")
+
+
+async def delete_threads_of_assistant(
+    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, saver: Any
+) -> int:
+    """Threads whose metadata.assistant_id is this assistant (DELETE ?delete_threads=true)."""
+    async with engine.connect() as conn:
+        stmt = q.filtered(
+            select(threads.c.thread_id),
+            conn.dialect.name,
+            tenant_id=tenant_id,
+            metadata={"assistant_id": assistant_id},
+        )
+        ids = list((await conn.execute(stmt)).scalars().all())
+    return await delete_threads(engine, tenant_id=tenant_id, thread_ids=ids, saver=saver)
+
+
+async def search_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadSearch) -> Page:
+    fields = check_select(body.select, THREAD_FIELDS)
+    check_sort_order(body.sort_order)
+    ids = [parse_thread_id(i) for i in body.ids] if body.ids is not None else None
+    async with engine.connect() as conn:
+        stmt = q.filtered(
+            select(threads),
+            conn.dialect.name,
+            tenant_id=tenant_id,
+            metadata=body.metadata,
+            values=body.values,
+            status=body.status,
+            ids=ids,
+        )
+        columns = {name: threads.c[name] for name in THREAD_SORT_COLUMNS}
+        stmt = stmt.order_by(
+            *order_by(columns, body.sort_by, body.sort_order, tie_breaker=threads.c.thread_id)
+        )
+        rows = (await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all()
+    items = [
+        q.row_to_thread(row).model_dump(mode="json", exclude={"ttl"}) for row in rows[: body.limit]
+    ]
+    if fields:
+        items = [{k: item[k] for k in fields} for item in items]
+    return Page(items=items, has_more=len(rows) > body.limit)
+
+
+async def count_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadCount) -> int:
+    async with engine.connect() as conn:
+        stmt = q.filtered(
+            select(func.count()).select_from(threads),
+            conn.dialect.name,
+            tenant_id=tenant_id,
+            metadata=body.metadata,
+            values=body.values,
+            status=body.status,
+        )
+        return int((await conn.execute(stmt)).scalar_one())
+
+
+async def copy_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str, saver: Any) -> Thread:
+    """A new idle thread with the same metadata, values cache and every checkpoint.
+
+    A missing source gives 404 (the official server answers 409, which the SDK treats the
+    same way; 404 says what is wrong).
+    """
+    source = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+    target_id = new_thread_id()
+    now = utcnow()
+    async with engine.begin() as conn:
+        await q.insert_thread(
+            conn,
+            tenant_id=tenant_id,
+            thread_id=target_id,
+            metadata=dict(source.metadata),
+            now=now,
+            values=source.values,
+            interrupts=dict(source.interrupts),
+        )
+    await saver.for_tenant(tenant_id).acopy_thread(source.thread_id, target_id)
+    return await get_thread(engine, tenant_id=tenant_id, thread_id=target_id)
+
+
+async def prune_threads(
+    engine: AsyncEngine, *, tenant_id: str, body: ThreadPrune, saver: Any
+) -> int:
+    """`delete` removes the threads; `keep_latest` keeps each thread and its latest state."""
+    ids = list(dict.fromkeys(parse_thread_id(i) for i in body.thread_ids))
+    if body.strategy == "delete":
+        return await delete_threads(engine, tenant_id=tenant_id, thread_ids=ids, saver=saver)
+    async with engine.connect() as conn:
+        found = list(
+            (
+                await conn.execute(
+                    select(threads.c.thread_id).where(
+                        threads.c.tenant_id == tenant_id, threads.c.thread_id.in_(ids)
+                    )
+                )
+            )
+            .scalars()
+            .all()
+        )
+    if found:
+        await saver.for_tenant(tenant_id).aprune(found, strategy="keep_latest")
+    return len(found)

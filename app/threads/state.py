@@ -1,0 +1,275 @@
+"""Thread state, history and update_state, through LangGraph and the tenant's saver.
+
+LangGraph computes the snapshots (next tasks, interrupts, subgraphs); this module picks the
+graph, builds the config and turns snapshots into the wire shape of contract section 4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.errors import EmptyInputError, InvalidUpdateError
+from langgraph.types import StateSnapshot
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.types import utcnow
+from app.errors import Conflict, InvalidInput, NotFound
+from app.graphs.jsonable import interrupt_json, to_jsonable
+from app.graphs.registry import AccessContext, GraphRegistry
+from app.threads import queries as q
+from app.threads.run_status import has_active_runs
+from app.threads.schemas import (
+    CheckpointRef,
+    HistoryRequest,
+    JSONObject,
+    StateUpdate,
+    StateUpdateResult,
+    Thread,
+    ThreadState,
+)
+from app.threads.service import get_thread
+
+CHECKPOINT_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_map")
+
+
+def empty_state() -> ThreadState:
+    """A thread that exists but has no checkpoint (or no graph yet)."""
+    return ThreadState(
+        values={},
+        next=[],
+        tasks=[],
+        checkpoint=None,
+        parent_checkpoint=None,
+        metadata=None,
+        created_at=None,
+        interrupts=[],
+    )
+
+
+def _checkpoint_json(config: RunnableConfig | None) -> JSONObject | None:
+    if not config:
+        return None
+    configurable = config.get("configurable") or {}
+    if not configurable.get("checkpoint_id"):
+        return None
+    result: JSONObject = {
+        "thread_id": configurable.get("thread_id"),
+        "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        "checkpoint_id": configurable["checkpoint_id"],
+    }
+    if configurable.get("checkpoint_map"):
+        result["checkpoint_map"] = configurable["checkpoint_map"]
+    return result
+
+
+def _task_json(task: Any) -> JSONObject:
+    nested = task.state
+    result: JSONObject = {
+        "id": task.id,
+        "name": task.name,
+        "path": to_jsonable(list(task.path)) if task.path else [],
+        "error": None if task.error is None else f"{type(task.error).__name__}({task.error})",
+        "interrupts": [interrupt_json(i) for i in task.interrupts],
+        "checkpoint": None,
+        "state": None,
+        "result": to_jsonable(task.result) if task.result is not None else None,
+    }
+    if isinstance(nested, StateSnapshot):
+        result["state"] = snapshot_to_state(nested).model_dump(mode="json")
+    elif nested:
+        result["checkpoint"] = _checkpoint_json(nested)
+    return result
+
+
+def snapshot_to_state(snapshot: StateSnapshot) -> ThreadState:
+    """LangGraph's StateSnapshot in the contract's ThreadState shape."""
+    checkpoint = _checkpoint_json(snapshot.config)
+    if snapshot.created_at is None and snapshot.metadata is None:
+        return empty_state()
+    parent = _checkpoint_json(snapshot.parent_config)
+    return ThreadState(
+        values=to_jsonable(snapshot.values),
+        next=list(snapshot.next),
+        tasks=[_task_json(task) for task in snapshot.tasks],
+        checkpoint=checkpoint,
+        parent_checkpoint=parent,
+        metadata=to_jsonable(snapshot.metadata) if snapshot.metadata is not None else None,
+        created_at=snapshot.created_at,
+        interrupts=[interrupt_json(i) for i in snapshot.interrupts],
+        checkpoint_id=checkpoint["checkpoint_id"] if checkpoint else None,
+        parent_checkpoint_id=parent["checkpoint_id"] if parent else None,
+    )
+
+
+def _thread_config(thread_id: str, checkpoint: CheckpointRef | JSONObject | None) -> RunnableConfig:
+    ref: JSONObject = (
+        checkpoint.model_dump(exclude_none=True)
+        if isinstance(checkpoint, CheckpointRef)
+        else dict(checkpoint or {})
+    )
+    configurable: JSONObject = {"checkpoint_ns": ""}
+    configurable.update({k: v for k, v in ref.items() if k in CHECKPOINT_KEYS and v is not None})
+    configurable["thread_id"] = thread_id  # the path's thread id always wins
+    return {"configurable": configurable}
+
+
+def _graph_id(thread: Thread, graphs: GraphRegistry) -> str | None:
+    graph_id = thread.metadata.get("graph_id")
+    if not isinstance(graph_id, str):
+        return None
+    if not graphs.has(graph_id):
+        raise NotFound(f"Graph '{graph_id}' of thread '{thread.thread_id}' not found")
+    return graph_id
+
+
+def _scoped(component: Any, tenant_id: str) -> Any:
+    return component.for_tenant(tenant_id) if component is not None else None
+
+
+async def get_state(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    graphs: GraphRegistry,
+    saver: Any,
+    store: Any,
+    checkpoint: CheckpointRef | JSONObject | None = None,
+    subgraphs: bool = False,
+) -> ThreadState:
+    """Latest state, or the state at `checkpoint` (404 if that checkpoint does not exist)."""
+    thread = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+    graph_id = _graph_id(thread, graphs)
+    if graph_id is None:
+        return empty_state()
+    config = _thread_config(thread.thread_id, checkpoint)
+    async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
+        snapshot = await graph.aget_state(config, subgraphs=subgraphs)
+    state = snapshot_to_state(snapshot)
+    wanted = config["configurable"].get("checkpoint_id")
+    if wanted and state.checkpoint is None:
+        raise NotFound(f"Checkpoint '{wanted}' not found in thread '{thread.thread_id}'")
+    return state
+
+
+def _open(
+    graphs: GraphRegistry,
+    graph_id: str,
+    config: RunnableConfig,
+    saver: Any,
+    store: Any,
+    tenant_id: str,
+    access_context: AccessContext,
+) -> Any:
+    return graphs.open(
+        graph_id,
+        config=config,
+        checkpointer=_scoped(saver, tenant_id),
+        store=_scoped(store, tenant_id),
+        access_context=access_context,
+    )
+
+
+def normalize_before(before: str | JSONObject | None) -> str | None:
+    """`before` as a checkpoint id: an id, a flat checkpoint dict or a RunnableConfig."""
+    if before is None:
+        return None
+    if isinstance(before, str):
+        return before or None
+    configurable = before.get("configurable")
+    source = configurable if isinstance(configurable, dict) else before
+    checkpoint_id = source.get("checkpoint_id")
+    if checkpoint_id is None:
+        return None
+    if not isinstance(checkpoint_id, str):
+        raise InvalidInput("before.checkpoint_id must be a string")
+    return checkpoint_id
+
+
+async def get_history(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    body: HistoryRequest,
+    graphs: GraphRegistry,
+    saver: Any,
+    store: Any,
+) -> list[ThreadState]:
+    """Checkpoints newest first; `[]` for a thread without a graph."""
+    thread = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+    graph_id = _graph_id(thread, graphs)
+    if graph_id is None:
+        return []
+    config = _thread_config(thread.thread_id, body.checkpoint)
+    before_id = normalize_before(body.before)
+    before: RunnableConfig | None = None
+    if before_id:
+        before = {
+            "configurable": {
+                "thread_id": thread.thread_id,
+                "checkpoint_ns": config["configurable"].get("checkpoint_ns", ""),
+                "checkpoint_id": before_id,
+            }
+        }
+    async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
+        return [
+            snapshot_to_state(snapshot)
+            async for snapshot in graph.aget_state_history(
+                config, limit=body.limit, before=before, filter=body.metadata or None
+            )
+        ]
+
+
+def _interrupts_by_task(state: ThreadState) -> JSONObject:
+    return {task["id"]: task["interrupts"] for task in state.tasks if task.get("interrupts")}
+
+
+async def update_state(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    body: StateUpdate,
+    graphs: GraphRegistry,
+    saver: Any,
+    store: Any,
+) -> StateUpdateResult:
+    """Apply `values` as `as_node` (forking from `checkpoint` when given), refresh the thread."""
+    thread = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+    graph_id = _graph_id(thread, graphs)
+    if graph_id is None:
+        raise InvalidInput(
+            f"Thread '{thread.thread_id}' has no graph yet: run it once, or create it with "
+            "graph_id (metadata.graph_id) before updating its state"
+        )
+    async with engine.connect() as conn:
+        if await has_active_runs(conn, tenant_id=tenant_id, thread_id=thread.thread_id):
+            raise Conflict(f"Thread '{thread.thread_id}' has a pending or running run")
+    ref: JSONObject = body.checkpoint.model_dump(exclude_none=True) if body.checkpoint else {}
+    if body.checkpoint_id and "checkpoint_id" not in ref:
+        ref["checkpoint_id"] = body.checkpoint_id
+    config = _thread_config(thread.thread_id, ref)
+    async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.update") as graph:
+        try:
+            new_config = await graph.aupdate_state(config, body.values, as_node=body.as_node)
+        except (InvalidUpdateError, EmptyInputError, ValueError, KeyError) as exc:
+            raise InvalidInput(f"invalid state update: {exc}") from exc
+        latest = snapshot_to_state(await graph.aget_state(_thread_config(thread.thread_id, None)))
+    async with engine.begin() as conn:
+        await q.set_thread_state(
+            conn,
+            tenant_id=tenant_id,
+            thread_id=thread.thread_id,
+            status="interrupted" if latest.next else "idle",
+            values=latest.values,
+            interrupts=_interrupts_by_task(latest),
+            now=utcnow(),
+        )
+    checkpoint = _checkpoint_json(new_config) or {}
+    return StateUpdateResult(
+        checkpoint=checkpoint,
+        configurable=checkpoint,
+        checkpoint_id=checkpoint.get("checkpoint_id", ""),
+    )
