@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, exists, func, literal, select, type_coerce
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    and_,
+    exists,
+    func,
+    literal,
+    select,
+    type_coerce,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Insert
@@ -36,6 +46,33 @@ def upsert(
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=keys, set_={name: stmt.excluded[name] for name in update}
     )
+
+
+def lock_for_claim(dialect: Dialect | str, stmt: Select[Any]) -> Select[Any]:
+    """The run-claim subselect, made safe for concurrent claimers.
+
+    PostgreSQL: `FOR UPDATE SKIP LOCKED`, so concurrent workers take different rows. SQLite has
+    no row locks (its compiler silently drops FOR UPDATE); the claim there is one atomic
+    `UPDATE ... WHERE run_id = (subselect) RETURNING` under the database's single-writer lock.
+    """
+    name = dialect if isinstance(dialect, str) else dialect.name
+    if name == "postgresql":
+        return stmt.with_for_update(skip_locked=True)
+    if name == "sqlite":
+        return stmt
+    raise ValueError(f"unsupported database dialect {name!r}")
+
+
+def notify_channel_sql(dialect: Dialect | str) -> str | None:
+    """SQL sending a cross-process notification (`:payload` bound), or None on SQLite.
+
+    PostgreSQL NOTIFY is transactional: listeners hear it only when the transaction commits,
+    which is exactly when the change it announces becomes visible.
+    """
+    name = dialect if isinstance(dialect, str) else dialect.name
+    if name == "postgresql":
+        return "SELECT pg_notify(:channel, :payload)"
+    return None
 
 
 def json_contains(dialect: Dialect | str, column: ColumnElement[Any], value: Any) -> Any:

@@ -1,0 +1,434 @@
+"""Run endpoints (contract section 5.3): create, stream, wait, join, list, cancel, delete."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from app.api.deps import AppStateDep, PrincipalDep
+from app.api.sse import (
+    HEARTBEAT,
+    KEEPALIVE_JSON,
+    SSE_HEADERS,
+    SSE_MEDIA_TYPE,
+    format_event,
+    parse_last_event_id,
+)
+from app.auth.principal import Principal
+from app.errors import ValidationFailed
+from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
+from app.runs.service import RunService
+from app.state import AppState
+
+router = APIRouter(tags=["runs"])
+
+_TRUE = {"true", "1", "yes", "True"}
+
+
+def _service(state: AppState) -> RunService:
+    service: RunService = state.runs
+    return service
+
+
+def _run_path(thread_id: str | None, run_id: str) -> str:
+    return f"/threads/{thread_id}/runs/{run_id}" if thread_id else f"/runs/{run_id}"
+
+
+def _bool(value: str | None) -> bool:
+    return value is not None and value in _TRUE
+
+
+def _modes(values: list[str]) -> set[str]:
+    """Join-stream modes: repeated keys, a JSON array string, or empty (= no filter)."""
+    modes: set[str] = set()
+    for value in values:
+        value = value.strip()
+        if not value:
+            continue
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                raise ValidationFailed(f"stream_mode {value!r} is not a JSON array") from None
+            modes.update(str(v) for v in parsed)
+        else:
+            modes.update(v.strip() for v in value.split(",") if v.strip())
+    return modes
+
+
+def _keep(event: str, modes: set[str]) -> bool:
+    if not modes:
+        return True
+    base = event.split("|", 1)[0]
+    if base.startswith("messages"):
+        return bool(modes & {"messages", "messages-tuple"})
+    return base in modes
+
+
+def _sse(
+    state: AppState,
+    principal: Principal,
+    run: dict[str, Any],
+    *,
+    after_seq: int | None,
+    modes: set[str] | None = None,
+    cancel_on_disconnect: bool = False,
+    headers: dict[str, str],
+) -> StreamingResponse:
+    service = _service(state)
+    resumable = bool(run["kwargs"].get("resumable"))
+    run_id = run["run_id"]
+
+    async def body() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for ev in service.stream(
+                tenant_id=principal.tenant_id, run_id=run_id, after_seq=after_seq
+            ):
+                if ev is None:
+                    yield HEARTBEAT
+                elif modes is None or _keep(ev.event, modes):
+                    yield format_event(ev.event, ev.data, str(ev.seq) if resumable else None)
+            finished = True
+        finally:
+            if not finished and cancel_on_disconnect:
+                state.spawn(
+                    _cancel_quietly(service, principal, run["thread_id"], run_id),
+                    name="gk-cancel-on-disconnect",
+                )
+
+    return StreamingResponse(body(), media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **headers})
+
+
+async def _cancel_quietly(
+    service: RunService, principal: Principal, thread_id: str, run_id: str
+) -> None:
+    from app.errors import NotFound
+
+    try:
+        await service.cancel(
+            tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id, action="interrupt"
+        )
+    except NotFound:
+        pass  # already over
+
+
+def _wait(
+    state: AppState,
+    principal: Principal,
+    run: dict[str, Any],
+    *,
+    from_start: bool,
+    cancel_on_disconnect: bool,
+    headers: dict[str, str],
+) -> StreamingResponse:
+    service = _service(state)
+
+    async def body() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for out in service.wait_output(
+                tenant_id=principal.tenant_id,
+                thread_id=run["thread_id"],
+                run_id=run["run_id"],
+                from_start=from_start,
+            ):
+                if out is None:
+                    yield KEEPALIVE_JSON
+                else:
+                    yield orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS)
+            finished = True
+        finally:
+            if not finished and cancel_on_disconnect:
+                state.spawn(
+                    _cancel_quietly(service, principal, run["thread_id"], run["run_id"]),
+                    name="gk-cancel-on-disconnect",
+                )
+
+    return StreamingResponse(body(), media_type="application/json", headers=headers)
+
+
+async def _create(
+    state: AppState,
+    principal: Principal,
+    request: Request,
+    thread_id: str | None,
+    payload: RunCreate,
+) -> dict[str, Any]:
+    return await _service(state).create(
+        principal=principal, thread_id=thread_id, payload=payload, headers=dict(request.headers)
+    )
+
+
+# ---------------------------------------------------------------------- thread runs
+
+
+@router.post("/threads/{thread_id}/runs")
+async def create_thread_run(
+    thread_id: str,
+    payload: RunCreate,
+    request: Request,
+    state: AppStateDep,
+    principal: PrincipalDep,
+) -> JSONResponse:
+    run = await _create(state, principal, request, thread_id, payload)
+    return JSONResponse(
+        run, headers={"Content-Location": _run_path(run["thread_id"], run["run_id"])}
+    )
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_thread_run(
+    thread_id: str,
+    payload: RunCreate,
+    request: Request,
+    state: AppStateDep,
+    principal: PrincipalDep,
+) -> StreamingResponse:
+    run = await _create(state, principal, request, thread_id, payload)
+    path = _run_path(run["thread_id"], run["run_id"])
+    return _sse(
+        state,
+        principal,
+        run,
+        after_seq=0,
+        cancel_on_disconnect=payload.on_disconnect == "cancel",
+        headers={"Location": f"{path}/stream", "Content-Location": path},
+    )
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_thread_run(
+    thread_id: str,
+    payload: RunCreate,
+    request: Request,
+    state: AppStateDep,
+    principal: PrincipalDep,
+) -> StreamingResponse:
+    run = await _create(state, principal, request, thread_id, payload)
+    path = _run_path(run["thread_id"], run["run_id"])
+    return _wait(
+        state,
+        principal,
+        run,
+        from_start=True,
+        cancel_on_disconnect=payload.on_disconnect == "cancel",
+        headers={"Location": f"{path}/join", "Content-Location": path},
+    )
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_thread_runs(
+    thread_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status: str | None = None,
+    select: Annotated[list[str] | None, Query()] = None,
+) -> JSONResponse:
+    fields = [f for f in (select or []) if f]
+    unknown = sorted(set(fields) - RUN_SELECT_FIELDS)
+    if unknown:
+        raise ValidationFailed(
+            f"select: unknown field(s) {', '.join(unknown)}; allowed: "
+            f"{', '.join(sorted(RUN_SELECT_FIELDS))}"
+        )
+    items = await _service(state).list_runs(
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        limit=limit,
+        offset=offset,
+        status=status or None,
+    )
+    if fields:
+        items = [{k: v for k, v in item.items() if k in fields} for item in items]
+    return JSONResponse(items)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_thread_run(
+    thread_id: str, run_id: str, state: AppStateDep, principal: PrincipalDep
+) -> JSONResponse:
+    run = await _service(state).get(
+        tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
+    )
+    return JSONResponse(run)
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
+async def delete_thread_run(
+    thread_id: str, run_id: str, state: AppStateDep, principal: PrincipalDep
+) -> Response:
+    await _service(state).delete(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
+    return Response(status_code=204)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_thread_run(
+    thread_id: str,
+    run_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    cancel_on_disconnect: str | None = None,
+) -> StreamingResponse:
+    run = await _service(state).get(
+        tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
+    )
+    path = _run_path(run["thread_id"], run["run_id"])
+    return _wait(
+        state,
+        principal,
+        run,
+        from_start=False,
+        cancel_on_disconnect=_bool(cancel_on_disconnect),
+        headers={"Location": f"{path}/join"},
+    )
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+async def join_thread_run_stream(
+    thread_id: str,
+    run_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: str | None = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    after = parse_last_event_id(last_event_id)
+    modes = _modes(stream_mode or [])
+    run = await _service(state).get(
+        tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
+    )
+    path = _run_path(run["thread_id"], run["run_id"])
+    return _sse(
+        state,
+        principal,
+        run,
+        after_seq=after,
+        modes=modes,
+        cancel_on_disconnect=_bool(cancel_on_disconnect),
+        headers={"Location": f"{path}/stream"},
+    )
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel", response_model=None)
+async def cancel_thread_run(
+    thread_id: str,
+    run_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    wait: str | None = None,
+    action: str | None = None,
+) -> Response:
+    service = _service(state)
+    run = await service.get(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
+    await service.cancel(
+        tenant_id=principal.tenant_id,
+        thread_id=run["thread_id"],
+        run_id=run["run_id"],
+        action="rollback" if action == "rollback" else "interrupt",
+    )
+    if not _bool(wait):
+        return Response(status_code=202)
+    path = _run_path(run["thread_id"], run["run_id"])
+    return _wait(
+        state,
+        principal,
+        run,
+        from_start=False,
+        cancel_on_disconnect=False,
+        headers={"Location": f"{path}/join"},
+    )
+
+
+# ---------------------------------------------------------------------- stateless runs
+
+
+@router.post("/runs")
+async def create_stateless_run(
+    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+) -> JSONResponse:
+    run = await _create(state, principal, request, None, payload)
+    return JSONResponse(run, headers={"Content-Location": _run_path(None, run["run_id"])})
+
+
+@router.post("/runs/stream")
+async def stream_stateless_run(
+    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+) -> StreamingResponse:
+    run = await _create(state, principal, request, None, payload)
+    path = _run_path(None, run["run_id"])
+    return _sse(
+        state,
+        principal,
+        run,
+        after_seq=0,
+        cancel_on_disconnect=payload.on_disconnect == "cancel",
+        headers={"Location": f"{path}/stream", "Content-Location": path},
+    )
+
+
+@router.get("/runs/{run_id}/stream")
+async def join_stateless_run_stream(
+    run_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    after = parse_last_event_id(last_event_id)
+    run = await _service(state).get(tenant_id=principal.tenant_id, thread_id=None, run_id=run_id)
+    return _sse(
+        state, principal, run, after_seq=after, headers={"Location": f"/runs/{run_id}/stream"}
+    )
+
+
+@router.post("/runs/wait")
+async def wait_stateless_run(
+    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+) -> StreamingResponse:
+    run = await _create(state, principal, request, None, payload)
+    path = _run_path(run["thread_id"], run["run_id"])
+    return _wait(
+        state,
+        principal,
+        run,
+        from_start=True,
+        cancel_on_disconnect=payload.on_disconnect == "cancel",
+        headers={"Location": f"{path}/join", "Content-Location": path},
+    )
+
+
+@router.post("/runs/batch")
+async def create_run_batch(
+    payloads: list[RunCreate], request: Request, state: AppStateDep, principal: PrincipalDep
+) -> JSONResponse:
+    runs = [await _create(state, principal, request, None, p) for p in payloads]
+    return JSONResponse(runs)
+
+
+@router.post("/runs/cancel", status_code=204)
+async def cancel_runs(
+    body: RunsCancel, state: AppStateDep, principal: PrincipalDep, action: str | None = None
+) -> Response:
+    by_ids = body.run_ids is not None or body.thread_id is not None
+    if by_ids and body.status is not None:
+        raise ValidationFailed("give either thread_id and run_ids, or status, not both")
+    if not by_ids and body.status is None:
+        raise ValidationFailed("give thread_id and run_ids, or status")
+    if by_ids and (body.thread_id is None or body.run_ids is None):
+        raise ValidationFailed("thread_id and run_ids go together")
+    await _service(state).cancel_many(
+        tenant_id=principal.tenant_id,
+        thread_id=body.thread_id,
+        run_ids=body.run_ids,
+        status=body.status,
+        action="rollback" if action == "rollback" else "interrupt",
+    )
+    return Response(status_code=204)

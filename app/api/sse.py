@@ -1,0 +1,42 @@
+"""SSE framing (contract section 6.1), keep-alives and Last-Event-ID parsing."""
+
+from __future__ import annotations
+
+import re
+
+from app.errors import ValidationFailed
+
+HEARTBEAT = b": heartbeat\r\n\r\n"
+KEEPALIVE_JSON = b"\n"  # leading whitespace is valid JSON; keeps wait/join bodies alive
+SSE_HEADERS = {
+    "Cache-Control": "no-store",
+    "Connection": "keep-alive",
+    "X-Accel-Buffering": "no",
+}
+SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
+_EVENT_ID = re.compile(r"^(?:(\d+)-)?(\d+)$")
+
+
+def format_event(event: str, data: str, event_id: str | None = None) -> bytes:
+    """One event: `event:`, optional `id:`, one `data:` line of compact JSON, blank line."""
+    head = f"event: {event}\r\n"
+    if event_id is not None:
+        head += f"id: {event_id}\r\n"
+    return f"{head}data: {data}\r\n\r\n".encode()
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """The sequence number after which to replay; None when the header is absent.
+
+    Accepts our ids (`<seq>`), Redis-style `<ms>-<seq>` ids, and `-1` / `0` for "from the
+    start". Anything else is a 422.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value in ("-1", "0", "-", ""):
+        return 0
+    match = _EVENT_ID.match(value)
+    if match is None:
+        raise ValidationFailed(f"Last-Event-ID {value!r} is not a valid event id")
+    return int(match.group(2))

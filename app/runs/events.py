@@ -1,0 +1,420 @@
+"""Run stream events: the seq-numbered `run_events` log, live fan-out and cross-process wake-ups.
+
+Every chunk a run produces becomes a `StreamEvent` with a per-run sequence number. The
+publisher (in the worker executing the run) appends it to an in-memory log that readers in the
+same process follow directly, and writes it to `run_events` in batches (whatever accumulated
+while the previous batch was being written goes out as the next one). On PostgreSQL each batch
+commit sends a NOTIFY, so readers in other processes wake and read the new rows. The end of a
+run's stream is an internal `__end__` row written in the same transaction as the run's final
+status; readers stop there and never send it.
+
+NOTIFY payloads on the one channel: `q` (a run became claimable), `e:<run_id>` (new events or a
+status change), `c:<run_id>` (cancel requested).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+from sqlalchemy import func, insert, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.db.dialect import notify_channel_sql
+from app.db.tables import run_events, runs
+from app.db.types import utcnow
+
+log = logging.getLogger(__name__)
+
+NOTIFY_CHANNEL = "graphkeep"
+END_EVENT = "__end__"  # internal terminal marker, never sent to clients
+FINAL_STATUSES = frozenset({"success", "error", "timeout", "interrupted"})
+_READ_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    seq: int
+    event: str
+    data: str  # compact JSON, sent as is
+
+
+@dataclass
+class _LocalLog:
+    """Events of a run executing in this process, for readers in this process."""
+
+    first_seq: int
+    events: list[StreamEvent] = field(default_factory=list)
+    closed: bool = False
+
+    def after(self, seq: int) -> list[StreamEvent]:
+        start = max(0, seq + 1 - self.first_seq)
+        return self.events[start:]
+
+
+class EventHub:
+    """Per-process hub: event logs, reader wake-ups, queue wake-up and cancel delivery."""
+
+    def __init__(self, engine: AsyncEngine, *, retention_seconds: float) -> None:
+        self.engine = engine
+        self.retention = timedelta(seconds=retention_seconds)
+        self.queue_wakeup = asyncio.Event()
+        self._notify_sql = notify_channel_sql(engine.dialect)
+        self._local: dict[str, _LocalLog] = {}
+        self._signals: weakref.WeakValueDictionary[str, asyncio.Future[None]] = (
+            weakref.WeakValueDictionary()
+        )
+        self._cancel_handlers: dict[str, Callable[[], None]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def cross_process(self) -> bool:
+        """True on PostgreSQL: other processes may publish and read."""
+        return self._notify_sql is not None
+
+    async def start(self) -> None:
+        """Start listening for NOTIFY (PostgreSQL); waits until the listener is connected."""
+        if self.cross_process and self._listener is None:
+            self._listener = asyncio.create_task(self._listen_forever(), name="gk-listen")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listening.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+
+    async def _listen_forever(self) -> None:
+        dsn = make_url(self.engine.url).set(drivername="postgresql")
+        dsn_text = dsn.render_as_string(hide_password=False)
+        while True:
+            conn: asyncpg.Connection | None = None
+            try:
+                conn = await asyncpg.connect(dsn_text, timeout=10)
+                lost = asyncio.Event()
+                conn.add_termination_listener(_setter(lost))
+                await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                self._listening.set()
+                # Anything announced while we were not listening: wake everyone once.
+                self._wake_all()
+                await lost.wait()
+                log.warning("notify listener connection lost; reconnecting")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the database may be down: retry, never die
+                log.warning("notify listener failed: %s", type(exc).__name__)
+            finally:
+                if conn is not None and not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(conn.close(timeout=2))
+            self._listening.clear()
+            await asyncio.sleep(1.0)
+
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        kind, _, run_id = payload.partition(":")
+        if kind == "q":
+            self.queue_wakeup.set()
+        elif kind == "e":
+            self.wake(run_id)
+        elif kind == "c":
+            self.deliver_cancel(run_id)
+
+    def _wake_all(self) -> None:
+        self.queue_wakeup.set()
+        for run_id in list(self._signals.keys()):
+            self.wake(run_id)
+
+    # ------------------------------------------------------------------ signals
+
+    def _signal(self, run_id: str) -> asyncio.Future[None]:
+        fut = self._signals.get(run_id)
+        if fut is None or fut.done():
+            fut = asyncio.get_running_loop().create_future()
+            self._signals[run_id] = fut
+        return fut
+
+    def wake(self, run_id: str) -> None:
+        """Wake local readers of `run_id` (new events or a status change)."""
+        fut = self._signals.pop(run_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def notify(self, conn: AsyncConnection, kind: str, run_id: str = "") -> None:
+        """Announce to other processes inside `conn`'s transaction (delivered on commit)."""
+        if self._notify_sql is not None:
+            payload = f"{kind}:{run_id}" if run_id else kind
+            await conn.execute(
+                text(self._notify_sql), {"channel": NOTIFY_CHANNEL, "payload": payload}
+            )
+
+    def on_cancel(self, run_id: str, handler: Callable[[], None]) -> Callable[[], None]:
+        """Register the executing worker's cancel hook; returns the unregister function."""
+        self._cancel_handlers[run_id] = handler
+
+        def unregister() -> None:
+            if self._cancel_handlers.get(run_id) is handler:
+                del self._cancel_handlers[run_id]
+
+        return unregister
+
+    def deliver_cancel(self, run_id: str) -> None:
+        """Tell a run executing in this process that a cancel was requested (no-op if not here)."""
+        handler = self._cancel_handlers.get(run_id)
+        if handler is not None:
+            handler()
+
+    # ------------------------------------------------------------------ publishing
+
+    def publisher(
+        self, *, run_id: str, thread_id: str, tenant_id: str, last_seq: int
+    ) -> RunPublisher:
+        """A publisher continuing after `last_seq` (events of earlier attempts stay)."""
+        local = _LocalLog(first_seq=last_seq + 1)
+        self._local[run_id] = local
+        return RunPublisher(
+            self, run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, local=local
+        )
+
+    def _release_local(self, run_id: str, local: _LocalLog) -> None:
+        local.closed = True
+        if self._local.get(run_id) is local:
+            del self._local[run_id]
+        self.wake(run_id)
+
+    def end_row(self, *, run_id: str, thread_id: str, tenant_id: str, seq: int) -> dict[str, Any]:
+        """The `__end__` row closing a run's stream; insert it with the final status."""
+        now = utcnow()
+        return {
+            "run_id": run_id,
+            "seq": seq,
+            "thread_id": thread_id,
+            "tenant_id": tenant_id,
+            "event": END_EVENT,
+            "data": "null",
+            "created_at": now,
+            "expires_at": now + self.retention,
+        }
+
+    async def close_stream(
+        self, conn: AsyncConnection, *, run_id: str, thread_id: str, tenant_id: str
+    ) -> None:
+        """End the stream of a run that is not executing here (cancelled while pending, ...)."""
+        seq = await self.last_seq(run_id, tenant_id=tenant_id, conn=conn) + 1
+        await conn.execute(
+            insert(run_events),
+            [self.end_row(run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, seq=seq)],
+        )
+        await self.set_expiry(conn, run_id=run_id, tenant_id=tenant_id)
+        await self.notify(conn, "e", run_id)
+
+    async def set_expiry(self, conn: AsyncConnection, *, run_id: str, tenant_id: str) -> None:
+        """Events expire `retention` after their run ended."""
+        await conn.execute(
+            run_events.update()
+            .where(run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id)
+            .where(run_events.c.expires_at.is_(None))
+            .values(expires_at=utcnow() + self.retention)
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    async def last_seq(
+        self, run_id: str, *, tenant_id: str, conn: AsyncConnection | None = None
+    ) -> int:
+        """The highest seq stored (or published here) for the run; 0 if none."""
+        local = self._local.get(run_id)
+        if local is not None and local.events:
+            return local.events[-1].seq
+        stmt = select(func.max(run_events.c.seq)).where(
+            run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id
+        )
+        if conn is not None:
+            value = (await conn.execute(stmt)).scalar()
+        else:
+            async with self.engine.connect() as own:
+                value = (await own.execute(stmt)).scalar()
+        return int(value or 0)
+
+    async def _fetch(self, run_id: str, tenant_id: str, after: int) -> list[StreamEvent]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(run_events.c.seq, run_events.c.event, run_events.c.data)
+                .where(
+                    run_events.c.run_id == run_id,
+                    run_events.c.tenant_id == tenant_id,
+                    run_events.c.seq > after,
+                )
+                .order_by(run_events.c.seq)
+                .limit(_READ_BATCH)
+            )
+            return [StreamEvent(r.seq, r.event, r.data) for r in rows]
+
+    async def _run_over(self, run_id: str, tenant_id: str) -> bool:
+        async with self.engine.connect() as conn:
+            status = (
+                await conn.execute(
+                    select(runs.c.status).where(
+                        runs.c.run_id == run_id, runs.c.tenant_id == tenant_id
+                    )
+                )
+            ).scalar()
+        return status is None or status in FINAL_STATUSES
+
+    async def read(
+        self,
+        run_id: str,
+        *,
+        tenant_id: str,
+        after_seq: int | None,
+        heartbeat: float = 5.0,
+    ) -> AsyncIterator[StreamEvent | None]:
+        """Events of a run after `after_seq` (None: live ones only), then live until its end.
+
+        Yields None after `heartbeat` seconds of silence so callers can send keep-alives.
+        """
+        last = (
+            after_seq if after_seq is not None else await self.last_seq(run_id, tenant_id=tenant_id)
+        )
+        local: _LocalLog | None = None
+        while True:
+            signal = self._signal(run_id)  # taken before looking, so no wake-up is missed
+            local = local if local is not None else self._local.get(run_id)
+            if local is not None and local.events and local.first_seq > last + 1:
+                batch = await self._fetch(run_id, tenant_id, last)  # earlier attempts' events
+                batch = [e for e in batch if e.seq < local.first_seq]
+                if not batch:
+                    last = local.first_seq - 1
+                    continue
+            elif local is not None:
+                batch = local.after(last)
+            else:
+                batch = await self._fetch(run_id, tenant_id, last)
+            for ev in batch:
+                if ev.event == END_EVENT:
+                    return
+                last = ev.seq
+                yield ev
+            if batch:
+                continue
+            if local is not None and local.closed:
+                local = None  # the run left this process: the database has the rest
+                continue
+            if local is None and await self._run_over(run_id, tenant_id):
+                tail = await self._fetch(run_id, tenant_id, last)
+                for ev in tail:
+                    if ev.event == END_EVENT:
+                        return
+                    last = ev.seq
+                    yield ev
+                if not tail:
+                    return
+                continue
+            try:
+                await asyncio.wait_for(asyncio.shield(signal), timeout=heartbeat)
+            except TimeoutError:
+                yield None
+
+
+def _setter(event: asyncio.Event) -> Callable[[Any], None]:
+    return lambda _conn: event.set()
+
+
+class RunPublisher:
+    """Appends one run's events: live to local readers, in batches to `run_events`."""
+
+    def __init__(
+        self,
+        hub: EventHub,
+        *,
+        run_id: str,
+        thread_id: str,
+        tenant_id: str,
+        local: _LocalLog,
+    ) -> None:
+        self.hub = hub
+        self.run_id = run_id
+        self.thread_id = thread_id
+        self.tenant_id = tenant_id
+        self._local = local
+        self._seq = local.first_seq - 1
+        self._pending: list[dict[str, Any]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def emit(self, event: str, data: str) -> StreamEvent:
+        """Publish one event (data is compact JSON text)."""
+        if self._failure is not None:
+            raise self._failure
+        self._seq += 1
+        ev = StreamEvent(self._seq, event, data)
+        self._local.events.append(ev)
+        self.hub.wake(self.run_id)
+        self._pending.append(
+            {
+                "run_id": self.run_id,
+                "seq": ev.seq,
+                "thread_id": self.thread_id,
+                "tenant_id": self.tenant_id,
+                "event": event,
+                "data": data,
+                "created_at": utcnow(),
+                "expires_at": None,
+            }
+        )
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_batches(), name="gk-events")
+        return ev
+
+    async def _write_batches(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                async with self.hub.engine.begin() as conn:
+                    await conn.execute(insert(run_events), batch)
+                    await self.hub.notify(conn, "e", self.run_id)
+            except Exception as exc:
+                self._failure = exc
+                log.error("writing run events failed", extra={"run_id": self.run_id})
+                return
+
+    async def flush(self) -> None:
+        """Wait until every emitted event is stored; raises if storing failed."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)
+        if self._failure is not None:
+            raise self._failure
+
+    def end_row(self) -> dict[str, Any]:
+        """The `__end__` row, to insert in the transaction that sets the final status."""
+        self._seq += 1
+        return self.hub.end_row(
+            run_id=self.run_id, thread_id=self.thread_id, tenant_id=self.tenant_id, seq=self._seq
+        )
+
+    def close(self) -> None:
+        """Call after the final transaction committed (or the run was handed back)."""
+        self.hub._release_local(self.run_id, self._local)
+
+    async def aclose(self) -> None:
+        """Abandon: stop the writer (used when the process is going away)."""
+        if self._writer is not None and not self._writer.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(self._writer), timeout=5)
+        self.close()

@@ -1,0 +1,297 @@
+"""Execute one claimed run: build the graph, drive `graph.astream`, publish, settle.
+
+The run's final status, the thread's status / values / interrupts and the `__end__` stream
+marker are committed in one transaction, before any reader sees the stream end. Statuses:
+normal end or stop at an interrupt -> success; exception -> error; time limit -> timeout;
+cancel -> interrupted (rollback deletes the run and its checkpoints); drain -> back to pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from langgraph.errors import GraphDrained
+from langgraph.runtime import RunControl
+from sqlalchemy import delete, insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.tables import run_events, runs
+from app.db.types import utcnow
+from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
+from app.runs.events import EventHub, RunPublisher
+from app.runs.queue import ClaimedRun, release
+from app.runs.schemas import run_json
+from app.runs.serialize import dumps, error_payload, to_jsonable
+from app.threads import run_status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSignals:
+    """How the worker tells an executing run to stop."""
+
+    control: RunControl = field(default_factory=RunControl)
+    cancel_action: str | None = None  # interrupt | rollback, asked for by a client
+    abandon: bool = False  # lease lost or shutdown deadline: leave the run to recovery
+    settling: bool = False  # the graph is done; cancelling now would only break the settle
+
+
+@dataclass
+class _Outcome:
+    status: str  # success | error | timeout | interrupted | rollback | drained
+    error: dict[str, str] | None = None
+
+
+class RunExecutor:
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        hub: EventHub,
+        graphs: Any,
+        saver: Any,
+        store: Any,
+        run_timeout_seconds: float | None,
+        max_attempts: int,
+    ) -> None:
+        self.engine = engine
+        self.hub = hub
+        self.graphs = graphs
+        self.saver = saver
+        self.store = store
+        self.run_timeout = run_timeout_seconds
+        self.max_attempts = max_attempts
+
+    def _saver(self, run: ClaimedRun) -> Any:
+        return self.saver.for_tenant(run.tenant_id)
+
+    def _store(self, run: ClaimedRun) -> Any:
+        return self.store.for_tenant(run.tenant_id) if self.store is not None else None
+
+    async def execute(self, run: ClaimedRun, signals: RunSignals, *, worker_id: str) -> None:
+        """Run `run` to a final status (or hand it back when drained); never raises."""
+        last = await self.hub.last_seq(run.run_id, tenant_id=run.tenant_id)
+        publisher = self.hub.publisher(
+            run_id=run.run_id, thread_id=run.thread_id, tenant_id=run.tenant_id, last_seq=last
+        )
+        try:
+            outcome = await self._outcome(run, signals, publisher)
+            if outcome is None:
+                return  # abandoned: the lease expires and another worker resumes the run
+            if outcome.status == "drained":
+                await publisher.flush()
+                async with self.engine.begin() as conn:
+                    await release(conn, run_id=run.run_id, worker_id=worker_id)
+                    await self.hub.notify(conn, "q")
+                self.hub.queue_wakeup.set()
+                return
+            await self._settle(run, outcome, publisher, worker_id=worker_id)
+        except Exception:
+            log.exception("settling a run failed", extra={"run_id": run.run_id})
+        finally:
+            publisher.close()
+        await self._after(run)
+
+    async def _outcome(
+        self, run: ClaimedRun, signals: RunSignals, publisher: RunPublisher
+    ) -> _Outcome | None:
+        if run.cancel_action:
+            return _Outcome("rollback" if run.cancel_action == "rollback" else "interrupted")
+        if run.attempt > self.max_attempts:
+            err = {"error": "RunAttemptsExceeded", "message": "run exceeded its attempts"}
+            publisher.emit("error", dumps(err))
+            return _Outcome("error", err)
+        publisher.emit("metadata", dumps({"run_id": run.run_id, "attempt": run.attempt}))
+        try:
+            try:
+                await self._drive(run, signals, publisher)
+            finally:
+                signals.settling = True
+            return _Outcome("success")
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if signals.abandon or task is None:
+                raise
+            task.uncancel()
+            action = signals.cancel_action or "interrupt"
+            return _Outcome("rollback" if action == "rollback" else "interrupted")
+        except GraphDrained:
+            return _Outcome("drained")
+        except TimeoutError as exc:
+            err = error_payload(exc) if str(exc) else {"error": "TimeoutError", "message": ""}
+            if self.run_timeout is not None and not str(exc):
+                err["message"] = f"run exceeded {self.run_timeout} s"
+                publisher.emit("error", dumps(err))
+                return _Outcome("timeout", err)
+            publisher.emit("error", dumps(err))
+            return _Outcome("error", err)
+        except Exception as exc:
+            err = error_payload(exc)
+            log.info("run failed", extra={"run_id": run.run_id, "error": err["error"]})
+            publisher.emit("error", dumps(err))
+            return _Outcome("error", err)
+
+    async def _has_progress(self, run: ClaimedRun) -> bool:
+        """Did an earlier attempt of this run write a checkpoint? Then resume from it."""
+        config = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
+        async for _ in self._saver(run).alist(config, filter={"run_id": run.run_id}, limit=1):
+            return True
+        return False
+
+    async def _drive(self, run: ClaimedRun, signals: RunSignals, publisher: RunPublisher) -> None:
+        kwargs = run.kwargs
+        config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
+        configurable = config.setdefault("configurable", {})
+        graph_in = graph_input(kwargs)
+        if run.attempt > 1 and await self._has_progress(run):
+            # Resume where the last attempt stopped: finished nodes keep their writes.
+            graph_in = None
+            for key in ("checkpoint_id", "checkpoint_map"):
+                configurable.pop(key, None)
+        requested: list[str] = kwargs.get("stream_mode") or ["values"]
+        subgraphs = bool(kwargs.get("subgraphs"))
+        translator = ChunkTranslator(requested)
+        context = kwargs.get("context") or None
+        stream_kwargs: dict[str, Any] = {
+            "context": context,
+            "stream_mode": graph_stream_modes(requested),
+            "subgraphs": subgraphs,
+            "interrupt_before": kwargs.get("interrupt_before"),
+            "interrupt_after": kwargs.get("interrupt_after"),
+            "durability": kwargs.get("durability") or "async",
+            "control": signals.control,
+        }
+        async with (
+            self.graphs.open(
+                run.graph_id,
+                config=config,
+                checkpointer=self._saver(run),
+                store=self._store(run),
+                access_context="threads.create_run",
+                context=context,
+            ) as graph,
+            asyncio.timeout(self.run_timeout),
+        ):
+            if "events" in requested:
+                async for event in graph.astream_events(
+                    graph_in, config, version="v2", **stream_kwargs
+                ):
+                    publisher.emit("events", dumps(event))
+                    if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
+                        item = event["data"]["chunk"]
+                        ns, mode, chunk = split_chunk(item, subgraphs=subgraphs)
+                        for name, data in translator.translate(ns, mode, chunk):
+                            publisher.emit(name, data)
+            else:
+                async for item in graph.astream(graph_in, config, **stream_kwargs):
+                    ns, mode, chunk = split_chunk(item, subgraphs=subgraphs)
+                    for name, data in translator.translate(ns, mode, chunk):
+                        publisher.emit(name, data)
+
+    async def _thread_state(self, run: ClaimedRun) -> tuple[Any, dict[str, Any], bool]:
+        """The thread's latest values, interrupts and whether it stopped with `next` set."""
+        config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
+        async with self.graphs.open(
+            run.graph_id,
+            config=config,
+            checkpointer=self._saver(run),
+            store=self._store(run),
+            access_context="threads.read",
+        ) as graph:
+            snapshot = await graph.aget_state(config)
+        if not snapshot.created_at:
+            return None, {}, False
+        interrupts = {
+            task.id: to_jsonable(list(task.interrupts))
+            for task in snapshot.tasks
+            if task.interrupts
+        }
+        return to_jsonable(snapshot.values), interrupts, bool(snapshot.next)
+
+    async def _settle(
+        self, run: ClaimedRun, outcome: _Outcome, publisher: RunPublisher, *, worker_id: str
+    ) -> None:
+        if outcome.status == "rollback":
+            await self._saver(run).adelete_for_runs([run.run_id])
+        await publisher.flush()
+        values, interrupts, has_next = await self._thread_state(run)
+        if outcome.status == "error":
+            thread_status = "error"
+        else:
+            thread_status = "interrupted" if has_next else "idle"
+        now = utcnow()
+        async with self.engine.begin() as conn:
+            if outcome.status == "rollback":
+                await conn.execute(
+                    delete(runs).where(
+                        runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
+                    )
+                )
+            else:
+                await conn.execute(
+                    runs.update()
+                    .where(runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id)
+                    .values(
+                        status=outcome.status,
+                        error=outcome.error,
+                        ended_at=now,
+                        updated_at=now,
+                        worker_id=None,
+                        lease_expires_at=None,
+                    )
+                )
+            await conn.execute(insert(run_events), [publisher.end_row()])
+            await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)
+            await run_status.settle_thread(
+                conn,
+                tenant_id=run.tenant_id,
+                thread_id=run.thread_id,
+                status=thread_status,
+                values=values,
+                interrupts=interrupts,
+                error=outcome.error,
+            )
+            await self.hub.notify(conn, "e", run.run_id)
+            await self.hub.notify(conn, "q")
+        self.hub.queue_wakeup.set()
+
+    async def _after(self, run: ClaimedRun) -> None:
+        """Webhook and temporary-thread clean-up, once the run is final."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(runs).where(
+                        runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
+                    )
+                )
+            ).first()
+        if row is None or row.status in ("pending", "running"):
+            return
+        webhook = run.kwargs.get("webhook")
+        if webhook:
+            await post_webhook(str(webhook), run_json(row))
+        if run.temporary and run.kwargs.get("on_completion", "delete") == "delete":
+            await self._saver(run).adelete_thread(run.thread_id)
+            async with self.engine.begin() as conn:
+                await run_status.delete_thread_row(
+                    conn, tenant_id=run.tenant_id, thread_id=run.thread_id
+                )
+
+
+async def post_webhook(url: str, body: dict[str, Any]) -> None:
+    """POST the final run; failures are logged and never affect the run."""
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.post(
+                url, content=dumps(body), headers={"content-type": "application/json"}
+            )
+            if response.status_code >= 400:
+                log.warning("webhook answered %s", response.status_code)
+    except (httpx.HTTPError, ValueError) as exc:
+        log.warning("webhook failed: %s", type(exc).__name__)

@@ -1,0 +1,158 @@
+"""Pure preparation of a run: validate the payload, build config, context, metadata, kwargs.
+
+Effective config: assistant config, then the run's config, the run's `configurable` last,
+then the server-owned keys (ids, forwarded headers, checkpoint, the caller's identity) so a
+client can never choose its own user or tenant.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from app.auth.identity import identity_configurable, strip_identity
+from app.auth.principal import Principal
+from app.errors import InvalidInput, ValidationFailed
+from app.runs.chunks import STREAM_MODES, V2_ONLY_MODES
+from app.runs.schemas import RunCreate
+
+# Never copied into run config (credentials and routing headers).
+_PRIVATE_HEADERS = frozenset({"x-api-key", "authorization", "x-tenant-id", "x-service-key"})
+
+
+def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`x-*` request headers and `user-agent`, as the official server copies into configurable."""
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        if key in _PRIVATE_HEADERS:
+            continue
+        if key.startswith("x-") or key == "user-agent":
+            out[key] = value
+    return out
+
+
+def stream_modes(payload: RunCreate) -> list[str]:
+    """The requested modes as a list; 422 for v2-only or unknown modes."""
+    raw = payload.stream_mode
+    modes = [raw] if isinstance(raw, str) else list(raw or [])
+    for mode in modes:
+        if mode in V2_ONLY_MODES:
+            raise ValidationFailed(
+                f"stream_mode {mode!r} is only available on the v2 streaming protocol"
+            )
+        if mode not in STREAM_MODES:
+            raise ValidationFailed(
+                f"stream_mode {mode!r} is not one of {', '.join(sorted(STREAM_MODES))}"
+            )
+    return list(dict.fromkeys(modes)) or ["values"]
+
+
+def _checkpoint_keys(payload: RunCreate) -> dict[str, Any]:
+    keys: dict[str, Any] = {}
+    if payload.checkpoint is not None:
+        keys = payload.checkpoint.model_dump(exclude_none=True)
+    elif payload.checkpoint_id is not None:
+        keys = {"checkpoint_id": payload.checkpoint_id}
+    checkpoint_id = keys.get("checkpoint_id")
+    if checkpoint_id is not None:
+        try:
+            uuid.UUID(str(checkpoint_id))
+        except ValueError:
+            raise ValidationFailed(f"checkpoint_id {checkpoint_id!r} is not a UUID") from None
+    return keys
+
+
+def validate(payload: RunCreate, *, stateless: bool) -> None:
+    """Checks that need no database: 400 / 422."""
+    configurable = (payload.config or {}).get("configurable") or {}
+    if payload.context and configurable:
+        raise InvalidInput(
+            "Cannot specify both configurable and context. Prefer setting context alone. "
+            "Context was introduced in LangGraph 0.6.0 and is the long term planned replacement "
+            "for configurable."
+        )
+    if stateless and payload.command and payload.command.get("resume") is not None:
+        raise InvalidInput("Cannot resume a stateless run (command.resume needs a thread).")
+    if payload.config is not None and not isinstance(configurable, dict):
+        raise ValidationFailed("config.configurable must be an object")
+    stream_modes(payload)
+    _checkpoint_keys(payload)
+
+
+def _durability(payload: RunCreate) -> str:
+    if payload.durability is not None:
+        return payload.durability
+    if payload.checkpoint_during is False:
+        return "exit"
+    return "async"
+
+
+def build_kwargs(
+    payload: RunCreate,
+    *,
+    principal: Principal,
+    run_id: str,
+    thread_id: str,
+    assistant_id: str,
+    graph_id: str,
+    assistant_config: Mapping[str, Any],
+    assistant_context: Mapping[str, Any],
+    headers: Mapping[str, str],
+    temporary: bool,
+) -> dict[str, Any]:
+    """The run's stored kwargs (contract 5.1) including the effective config."""
+    run_config = dict(payload.config or {})
+    configurable: dict[str, Any] = {
+        **dict(assistant_config.get("configurable") or {}),
+        **strip_identity(run_config.get("configurable") or {}),
+        **forwarded_headers(headers),
+        **_checkpoint_keys(payload),
+        "run_id": run_id,
+        "thread_id": thread_id,
+        "graph_id": graph_id,
+        "assistant_id": assistant_id,
+        "user_id": principal.user_id,
+        **identity_configurable(principal),
+    }
+    config: dict[str, Any] = {**dict(assistant_config), **run_config, "configurable": configurable}
+    tags = [*(assistant_config.get("tags") or []), *(run_config.get("tags") or [])]
+    if tags:
+        config["tags"] = list(dict.fromkeys(tags))
+    context = {**dict(assistant_context), **(payload.context or {})}
+    return {
+        "input": payload.input,
+        "command": payload.command,
+        "config": config,
+        "context": context,
+        "stream_mode": stream_modes(payload),
+        "interrupt_before": payload.interrupt_before,
+        "interrupt_after": payload.interrupt_after,
+        "webhook": payload.webhook,
+        "feedback_keys": payload.feedback_keys,
+        "temporary": temporary,
+        "subgraphs": bool(payload.stream_subgraphs),
+        "resumable": bool(payload.stream_resumable),
+        "durability": _durability(payload),
+        "checkpoint_during": payload.checkpoint_during,
+        "on_completion": payload.on_completion or "delete",
+    }
+
+
+def run_metadata(
+    payload: RunCreate,
+    *,
+    assistant_metadata: Mapping[str, Any],
+    thread_metadata: Mapping[str, Any],
+    assistant_id: str,
+) -> dict[str, Any]:
+    """Assistant, thread, config.metadata and run metadata merged; assistant_id forced."""
+    config_metadata = (payload.config or {}).get("metadata") or {}
+    return {
+        **dict(assistant_metadata),
+        **dict(thread_metadata),
+        **(config_metadata if isinstance(config_metadata, dict) else {}),
+        **(payload.metadata or {}),
+        "assistant_id": assistant_id,
+    }

@@ -1,0 +1,101 @@
+"""Run request models and the Run object as the API returns it (contract sections 5.1, 5.2)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.engine import Row
+
+MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
+RUN_SELECT_FIELDS = frozenset(
+    {
+        "run_id",
+        "thread_id",
+        "assistant_id",
+        "created_at",
+        "updated_at",
+        "status",
+        "metadata",
+        "kwargs",
+        "multitask_strategy",
+        "cancel_reason",
+        "langsmith_session_name",
+    }
+)
+
+
+def new_run_id() -> str:
+    """A UUIDv7 (time-ordered), as the official server generates for runs and threads."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76 | ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62 | (rand & ((1 << 62) - 1))
+    return str(uuid.UUID(int=value))
+
+
+class CheckpointRef(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    checkpoint_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_map: dict[str, Any] | None = None
+
+
+class RunCreate(BaseModel):
+    """The run create payload, shared by every run-creating endpoint (unknown keys ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    assistant_id: str = Field(min_length=1)
+    input: Any = None
+    command: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    checkpoint: CheckpointRef | None = None
+    checkpoint_id: str | None = None
+    stream_mode: str | list[str] | None = None
+    stream_subgraphs: bool | None = None
+    stream_resumable: bool | None = None
+    interrupt_before: Literal["*"] | list[str] | None = None
+    interrupt_after: Literal["*"] | list[str] | None = None
+    multitask_strategy: MultitaskStrategy | None = None
+    if_not_exists: Literal["create", "reject"] | None = None
+    on_disconnect: Literal["cancel", "continue"] | None = None
+    on_completion: Literal["delete", "keep"] | None = None
+    after_seconds: float | None = Field(default=None, ge=0)
+    durability: Literal["sync", "async", "exit"] | None = None
+    checkpoint_during: bool | None = None
+    webhook: str | None = None
+    feedback_keys: list[str] | None = None
+    langsmith_tracer: Any = None
+    strict_resume: bool | None = None
+
+
+class RunsCancel(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    thread_id: str | None = None
+    run_ids: list[str] | None = None
+    status: Literal["pending", "running", "all"] | None = None
+
+
+def run_json(row: Row[Any]) -> dict[str, Any]:
+    """A runs row as the contract's Run object."""
+    return {
+        "run_id": row.run_id,
+        "thread_id": row.thread_id,
+        "assistant_id": row.assistant_id,
+        "created_at": row.created_at.isoformat(),
+        "updated_at": row.updated_at.isoformat(),
+        "status": row.status,
+        "metadata": row.metadata,
+        "kwargs": row.kwargs,
+        "multitask_strategy": row.multitask_strategy,
+        "cancel_reason": row.cancel_reason,
+    }

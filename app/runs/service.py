@@ -1,0 +1,395 @@
+"""Run use cases: create (with multitask strategies), read, list, cancel, delete, results.
+
+Creating a run is one transaction: the thread row (created or locked), the strategy applied to
+runs already in flight on it, the new `pending` run, the thread marked busy and a NOTIFY that
+wakes idle workers on commit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from sqlalchemy import delete, select
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.assistants import queries as assistant_queries
+from app.assistants.service import resolve_assistant_id
+from app.auth.principal import Principal
+from app.db.tables import runs, threads
+from app.db.types import utcnow
+from app.errors import Conflict, NotFound, ValidationFailed
+from app.runs import prepare
+from app.runs.events import EventHub, StreamEvent
+from app.runs.queue import ACTIVE_STATUSES
+from app.runs.schemas import RunCreate, new_run_id, run_json
+from app.threads import run_status
+
+JSONObject = dict[str, Any]
+
+
+def _uuid(value: str, what: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
+
+
+class RunService:
+    """Run operations for the API; execution happens in the workers (app/runs/worker.py)."""
+
+    def __init__(self, *, engine: AsyncEngine, hub: EventHub, graphs: Any, saver: Any) -> None:
+        self.engine = engine
+        self.hub = hub
+        self.graphs = graphs
+        self.saver = saver
+
+    # ------------------------------------------------------------------ create
+
+    async def create(
+        self,
+        *,
+        principal: Principal,
+        thread_id: str | None,
+        payload: RunCreate,
+        headers: Mapping[str, str],
+    ) -> JSONObject:
+        """Queue a run; `thread_id=None` makes a stateless run on a temporary thread."""
+        stateless = thread_id is None
+        prepare.validate(payload, stateless=stateless)
+        tenant_id = principal.tenant_id
+        assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
+        run_id = new_run_id()
+        thread_id = new_run_id() if thread_id is None else _uuid(thread_id, "thread_id")
+        now = utcnow()
+        available = now + timedelta(seconds=payload.after_seconds or 0)
+        strategy = payload.multitask_strategy or "enqueue"
+        to_cancel: list[str] = []
+        async with self.engine.begin() as conn:
+            assistant = await assistant_queries.find_row(
+                conn, tenant_id=tenant_id, assistant_id=assistant_id
+            )
+            if assistant is None or not self.graphs.has(assistant.graph_id):
+                raise NotFound("Thread or assistant not found.")
+            thread = (
+                None
+                if stateless
+                else await run_status.lock_thread(conn, tenant_id=tenant_id, thread_id=thread_id)
+            )
+            if thread is None:
+                if not stateless and (payload.if_not_exists or "reject") == "reject":
+                    raise NotFound("Thread or assistant not found.")
+                metadata = {
+                    **(((payload.config or {}).get("metadata")) or {}),
+                    **(payload.metadata or {}),
+                    "graph_id": assistant.graph_id,
+                    "assistant_id": assistant_id,
+                }
+                await run_status.insert_thread_for_run(
+                    conn, tenant_id=tenant_id, thread_id=thread_id, metadata=metadata, now=now
+                )
+                thread_metadata: JSONObject = metadata
+            else:
+                thread_metadata = dict(thread.metadata or {})
+                to_cancel = await self._apply_strategy(
+                    conn, tenant_id=tenant_id, thread_id=thread_id, strategy=strategy
+                )
+            kwargs = prepare.build_kwargs(
+                payload,
+                principal=principal,
+                run_id=run_id,
+                thread_id=thread_id,
+                assistant_id=assistant_id,
+                graph_id=assistant.graph_id,
+                assistant_config=assistant.config or {},
+                assistant_context=assistant.context or {},
+                headers=headers,
+                temporary=stateless,
+            )
+            row = {
+                "run_id": run_id,
+                "tenant_id": tenant_id,
+                "thread_id": thread_id,
+                "assistant_id": assistant_id,
+                "graph_id": assistant.graph_id,
+                "status": "pending",
+                "metadata": prepare.run_metadata(
+                    payload,
+                    assistant_metadata=assistant.metadata or {},
+                    thread_metadata=thread_metadata,
+                    assistant_id=assistant_id,
+                ),
+                "kwargs": kwargs,
+                "multitask_strategy": strategy,
+                "created_at": available,
+                "updated_at": now,
+                "available_at": available,
+                "attempt": 0,
+                "temporary": stateless,
+            }
+            await conn.execute(runs.insert().values(**row))
+            await run_status.mark_thread_busy(
+                conn,
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                metadata={
+                    **thread_metadata,
+                    "graph_id": assistant.graph_id,
+                    "assistant_id": assistant_id,
+                },
+                config=kwargs["config"],
+            )
+            await self.hub.notify(conn, "q")
+            created = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
+        self.hub.queue_wakeup.set()
+        for other in to_cancel:
+            self.hub.deliver_cancel(other)
+            self.hub.wake(other)
+        return run_json(created)
+
+    async def _apply_strategy(
+        self, conn: AsyncConnection, *, tenant_id: str, thread_id: str, strategy: str
+    ) -> list[str]:
+        """Handle runs in flight on the thread; returns running runs asked to stop."""
+        inflight = (
+            await conn.execute(
+                select(runs).where(
+                    runs.c.thread_id == thread_id,
+                    runs.c.tenant_id == tenant_id,
+                    runs.c.status.in_(ACTIVE_STATUSES),
+                )
+            )
+        ).all()
+        if not inflight or strategy == "enqueue":
+            return []
+        if strategy == "reject":
+            raise Conflict(
+                "Thread is already running a task. Wait for it to finish or choose a different "
+                "multitask strategy."
+            )
+        action = "rollback" if strategy == "rollback" else "interrupt"
+        return [
+            r.run_id
+            for r in inflight
+            if await self._cancel_row(conn, r, action=action, reason=f"multitask_{strategy}")
+        ]
+
+    async def _cancel_row(
+        self, conn: AsyncConnection, row: Row[Any], *, action: str, reason: str
+    ) -> bool:
+        """Cancel one active run in `conn`'s transaction; True if a worker must stop it."""
+        now = utcnow()
+        if row.status == "running":
+            await conn.execute(
+                runs.update()
+                .where(runs.c.run_id == row.run_id)
+                .values(cancel_action=action, cancel_reason=reason, updated_at=now)
+            )
+            await self.hub.notify(conn, "c", row.run_id)
+            return True
+        # Pending: nobody executes it, so it ends here and now.
+        if action == "rollback":
+            await conn.execute(delete(runs).where(runs.c.run_id == row.run_id))
+        else:
+            await conn.execute(
+                runs.update()
+                .where(runs.c.run_id == row.run_id)
+                .values(
+                    status="interrupted",
+                    cancel_action=action,
+                    cancel_reason=reason,
+                    ended_at=now,
+                    updated_at=now,
+                )
+            )
+        await self.hub.close_stream(
+            conn, run_id=row.run_id, thread_id=row.thread_id, tenant_id=row.tenant_id
+        )
+        return False
+
+    # ------------------------------------------------------------------ read
+
+    async def _row(
+        self, conn: AsyncConnection, *, tenant_id: str, thread_id: str | None, run_id: str
+    ) -> Row[Any] | None:
+        stmt = select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
+        if thread_id is not None:
+            stmt = stmt.where(runs.c.thread_id == thread_id)
+        return (await conn.execute(stmt)).first()
+
+    async def get(self, *, tenant_id: str, thread_id: str | None, run_id: str) -> JSONObject:
+        """The run, or 404."""
+        run_id = _uuid(run_id, "run_id")
+        if thread_id is not None:
+            thread_id = _uuid(thread_id, "thread_id")
+        async with self.engine.connect() as conn:
+            row = await self._row(conn, tenant_id=tenant_id, thread_id=thread_id, run_id=run_id)
+        if row is None:
+            raise NotFound(f"Run '{run_id}' not found")
+        return run_json(row)
+
+    async def list_runs(
+        self, *, tenant_id: str, thread_id: str, limit: int, offset: int, status: str | None
+    ) -> list[JSONObject]:
+        """A thread's runs, newest first; 404 if the thread is missing."""
+        thread_id = _uuid(thread_id, "thread_id")
+        async with self.engine.connect() as conn:
+            exists = (
+                await conn.execute(
+                    select(threads.c.thread_id).where(
+                        threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
+                    )
+                )
+            ).first()
+            if exists is None:
+                raise NotFound(f"Thread '{thread_id}' not found")
+            stmt = select(runs).where(runs.c.thread_id == thread_id, runs.c.tenant_id == tenant_id)
+            if status:
+                stmt = stmt.where(runs.c.status == status)
+            stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+            rows = (await conn.execute(stmt.limit(limit).offset(offset))).all()
+        return [run_json(r) for r in rows]
+
+    # ------------------------------------------------------------------ cancel / delete
+
+    async def cancel(self, *, tenant_id: str, thread_id: str, run_id: str, action: str) -> None:
+        """Cancel one pending or running run (404 if it is neither)."""
+        await self.cancel_many(
+            tenant_id=tenant_id, thread_id=thread_id, run_ids=[run_id], status=None, action=action
+        )
+
+    async def cancel_many(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str | None,
+        run_ids: list[str] | None,
+        status: str | None,
+        action: str,
+    ) -> None:
+        """Cancel by ids (on one thread) or by status (`pending`, `running`, `all`)."""
+        action = "rollback" if action == "rollback" else "interrupt"
+        stmt = select(runs).where(runs.c.tenant_id == tenant_id)
+        if run_ids is not None:
+            ids = [_uuid(r, "run_id") for r in run_ids]
+            stmt = stmt.where(runs.c.run_id.in_(ids), runs.c.status.in_(ACTIVE_STATUSES))
+            if thread_id is not None:
+                stmt = stmt.where(runs.c.thread_id == _uuid(thread_id, "thread_id"))
+        else:
+            wanted = ACTIVE_STATUSES if status in (None, "all") else (status,)
+            stmt = stmt.where(runs.c.status.in_(wanted))
+        stopping: list[str] = []
+        settled: list[Row[Any]] = []
+        async with self.engine.begin() as conn:
+            rows = (await conn.execute(stmt.with_for_update())).all()
+            if not rows:
+                raise NotFound("No matching runs to cancel")
+            for row in rows:
+                if await self._cancel_row(conn, row, action=action, reason=f"cancel_{action}"):
+                    stopping.append(row.run_id)
+                else:
+                    settled.append(row)
+            for row in settled:
+                await self._settle_after_pending_cancel(conn, row)
+        for run_id in stopping:
+            self.hub.deliver_cancel(run_id)
+        for row in settled:
+            self.hub.wake(row.run_id)
+        self.hub.queue_wakeup.set()
+
+    async def _settle_after_pending_cancel(self, conn: AsyncConnection, row: Row[Any]) -> None:
+        thread = (
+            await conn.execute(
+                select(threads.c.interrupts, threads.c.error).where(
+                    threads.c.thread_id == row.thread_id, threads.c.tenant_id == row.tenant_id
+                )
+            )
+        ).first()
+        if thread is None:
+            return
+        status = "error" if thread.error else ("interrupted" if thread.interrupts else "idle")
+        await run_status.settle_thread(
+            conn,
+            tenant_id=row.tenant_id,
+            thread_id=row.thread_id,
+            status=status,
+            error=thread.error,
+        )
+
+    async def delete(self, *, tenant_id: str, thread_id: str, run_id: str) -> None:
+        """Delete a run and the checkpoints it wrote (an active run is rolled back)."""
+        thread_id = _uuid(thread_id, "thread_id")
+        run_id = _uuid(run_id, "run_id")
+        async with self.engine.begin() as conn:
+            row = await self._row(conn, tenant_id=tenant_id, thread_id=thread_id, run_id=run_id)
+            if row is None:
+                raise NotFound(f"Run '{run_id}' not found")
+            if row.status in ACTIVE_STATUSES:
+                stopping = await self._cancel_row(conn, row, action="rollback", reason="deleted")
+            else:
+                stopping = False
+                await conn.execute(delete(runs).where(runs.c.run_id == run_id))
+        if stopping:
+            self.hub.deliver_cancel(run_id)
+        else:
+            await self.saver.for_tenant(tenant_id).adelete_for_runs([run_id])
+
+    # ------------------------------------------------------------------ results
+
+    def stream(
+        self, *, tenant_id: str, run_id: str, after_seq: int | None
+    ) -> AsyncIterator[StreamEvent | None]:
+        """The run's events after `after_seq` (None: live only); None items are keep-alives."""
+        return self.hub.read(run_id, tenant_id=tenant_id, after_seq=after_seq)
+
+    async def wait_output(
+        self, *, tenant_id: str, thread_id: str, run_id: str, from_start: bool
+    ) -> AsyncIterator[JSONObject | None]:
+        """Keep-alive Nones, then the run's output (contract 5.6)."""
+        last_values: str | None = None
+        error: str | None = None
+        async for ev in self.hub.read(
+            run_id, tenant_id=tenant_id, after_seq=0 if from_start else None
+        ):
+            if ev is None:
+                yield None
+            elif ev.event == "values":
+                last_values = ev.data
+            elif ev.event == "error":
+                error = ev.data
+        if error is not None:
+            yield {"__error__": orjson.loads(error)}
+        elif last_values is not None:
+            yield orjson.loads(last_values)
+        else:
+            yield await self.thread_output(tenant_id=tenant_id, thread_id=thread_id)
+
+    async def thread_output(self, *, tenant_id: str, thread_id: str) -> JSONObject:
+        """A finished run's output from its thread: values, error or interrupts."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(
+                        threads.c["values"].label("state"),
+                        threads.c.status,
+                        threads.c.error,
+                        threads.c.interrupts,
+                    ).where(threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id)
+                )
+            ).first()
+        if row is None:
+            return {}
+        if row.status == "error" and row.error:
+            return {"__error__": row.error}
+        values = (
+            row.state if isinstance(row.state, dict) else ({} if row.state is None else row.state)
+        )
+        if row.interrupts:
+            merged = [i for items in row.interrupts.values() for i in items]
+            if isinstance(values, dict):
+                return {**values, "__interrupt__": merged}
+        return values

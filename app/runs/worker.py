@@ -1,0 +1,233 @@
+"""WorkerPool: claims runs and executes them with bounded concurrency; drains on shutdown.
+
+One dispatcher loop per process claims runs while a slot is free. It sleeps on a wake-up
+event (set by run creation in this process, or by a PostgreSQL NOTIFY from another process)
+with a one-second fallback poll, which also picks up delayed runs (`after_seconds`) and runs
+whose lease expired. Each executing run has a lease-keeper that renews the lease every third
+of the lease period and notices cancels asked for in the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.tables import run_events
+from app.db.types import utcnow
+from app.runs import queue
+from app.runs.events import EventHub
+from app.runs.executor import RunExecutor, RunSignals
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0  # fallback poll; NOTIFY / local wake-ups make claims immediate
+
+
+@dataclass
+class _Active:
+    run: queue.ClaimedRun
+    signals: RunSignals
+    task: asyncio.Task[None] | None = None
+    keeper: asyncio.Task[None] | None = None
+    unregister: list[object] = field(default_factory=list)
+
+
+class WorkerPool:
+    """Executes runs from the queue; `start()` then `stop()` (graceful drain)."""
+
+    def __init__(
+        self,
+        *,
+        engine: AsyncEngine,
+        hub: EventHub,
+        executor: RunExecutor,
+        concurrency: int,
+        lease_seconds: float,
+        drain_timeout_seconds: float,
+    ) -> None:
+        self.engine = engine
+        self.hub = hub
+        self.executor = executor
+        self.concurrency = max(1, concurrency)
+        self.lease_seconds = lease_seconds
+        self.drain_timeout = drain_timeout_seconds
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._active: dict[str, _Active] = {}
+        self._slot_free = asyncio.Event()
+        self._stopping = False
+        self._loop_task: asyncio.Task[None] | None = None
+        self._last_sweep = 0.0
+
+    @property
+    def active_runs(self) -> list[str]:
+        return list(self._active)
+
+    def start(self) -> None:
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._dispatch(), name="gk-dispatch")
+
+    async def wait_closed(self) -> None:
+        """Block until the dispatcher ends (it only ends on stop())."""
+        if self._loop_task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def _dispatch(self) -> None:
+        while not self._stopping:
+            try:
+                claimed = False
+                if len(self._active) < self.concurrency:
+                    await self._maintain()
+                    run = await queue.claim(
+                        self.engine, worker_id=self.worker_id, lease_seconds=self.lease_seconds
+                    )
+                    if run is not None and not self._stopping:
+                        self._launch(run)
+                        claimed = True
+                if claimed:
+                    continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("claiming runs failed; retrying")
+            await self._sleep()
+
+    async def _sleep(self) -> None:
+        self.hub.queue_wakeup.clear()
+        self._slot_free.clear()
+        waits = [
+            asyncio.ensure_future(self.hub.queue_wakeup.wait()),
+            asyncio.ensure_future(self._slot_free.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, timeout=POLL_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def _maintain(self) -> None:
+        """At most once a second: recover expired leases, drop expired events."""
+        now = time.monotonic()
+        if now - self._last_sweep < POLL_SECONDS:
+            return
+        self._last_sweep = now
+        recovered = await queue.reap_expired(self.engine)
+        if recovered:
+            log.warning("recovered runs with expired leases", extra={"runs": recovered})
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                delete(run_events).where(
+                    run_events.c.expires_at.is_not(None), run_events.c.expires_at < utcnow()
+                )
+            )
+
+    # ------------------------------------------------------------------ one run
+
+    def _launch(self, run: queue.ClaimedRun) -> None:
+        active = _Active(run=run, signals=RunSignals())
+        self._active[run.run_id] = active
+
+        def on_cancel() -> None:
+            self._cancel(active, action=None)
+
+        unregister = self.hub.on_cancel(run.run_id, on_cancel)
+        active.task = asyncio.create_task(self._execute(active, unregister), name="gk-run")
+        active.keeper = asyncio.create_task(self._keep_lease(active), name="gk-lease")
+
+    def _cancel(self, active: _Active, *, action: str | None) -> None:
+        # The action is read from the row by the keeper; a local cancel re-reads it quickly.
+        if active.keeper is not None and not active.keeper.done():
+            active.keeper.cancel()
+        active.keeper = asyncio.create_task(self._keep_lease(active, now=True), name="gk-lease")
+
+    async def _execute(self, active: _Active, unregister: object) -> None:
+        run = active.run
+        try:
+            await self.executor.execute(run, active.signals, worker_id=self.worker_id)
+        except asyncio.CancelledError:
+            pass  # abandoned (lost lease or shutdown deadline): recovery takes it over
+        except Exception:
+            log.exception("run execution crashed", extra={"run_id": run.run_id})
+        finally:
+            if callable(unregister):
+                unregister()
+            if active.keeper is not None:
+                active.keeper.cancel()
+            self._active.pop(run.run_id, None)
+            self._slot_free.set()
+
+    async def _keep_lease(self, active: _Active, *, now: bool = False) -> None:
+        interval = max(0.2, self.lease_seconds / 3)
+        run = active.run
+        while True:
+            if not now:
+                await asyncio.sleep(interval)
+            now = False
+            try:
+                state = await queue.renew(
+                    self.engine,
+                    run_id=run.run_id,
+                    worker_id=self.worker_id,
+                    lease_seconds=self.lease_seconds,
+                )
+            except Exception:
+                log.warning("lease renewal failed", extra={"run_id": run.run_id})
+                continue
+            task = active.task
+            if task is None or task.done():
+                return
+            if active.signals.settling:
+                continue
+            if not state.held:
+                active.signals.abandon = True
+                task.cancel()
+                return
+            if state.cancel_action and active.signals.cancel_action is None:
+                active.signals.cancel_action = state.cancel_action
+                task.cancel()
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def stop(self) -> None:
+        """Graceful drain: stop claiming, ask running graphs to stop at the next super-step
+        boundary (they go back to pending), wait up to the deadline, then abandon the rest to
+        lease recovery."""
+        self._stopping = True
+        self.hub.queue_wakeup.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        for active in list(self._active.values()):
+            active.signals.control.request_drain("shutdown")
+        tasks = [a.task for a in self._active.values() if a.task is not None]
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=self.drain_timeout)
+            for active in list(self._active.values()):
+                if active.task in pending:
+                    active.signals.abandon = True
+                    active.task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+                await self._release_abandoned()
+        for active in list(self._active.values()):
+            if active.keeper is not None:
+                active.keeper.cancel()
+
+    async def _release_abandoned(self) -> None:
+        """Runs still ours after the deadline go back to pending for another worker."""
+        async with self.engine.begin() as conn:
+            for run_id in list(self._active):
+                await queue.release(conn, run_id=run_id, worker_id=self.worker_id)
+            await self.hub.notify(conn, "q")
