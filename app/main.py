@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app import __version__
-from app.api import assistants, meta, ops, store, threads
+from app.api import assistants, meta, ops, runs, store, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
@@ -17,6 +17,7 @@ from app.api.middleware import BodySizeLimitMiddleware
 from app.assistants.service import ensure_system_assistants
 from app.config import Settings
 from app.graphs.registry import load_registry
+from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, open_state
 
 
@@ -34,9 +35,25 @@ async def _ensure_system_assistants(state: AppState) -> None:
     await ensure_system_assistants(state.engine, graphs=state.graphs)
 
 
+async def _attach_runs(state: AppState) -> None:
+    # Last: it needs graphs, saver and store; its workers start claiming at once. Closing
+    # drains them (SIGTERM) before the engine is disposed.
+    engine = await open_run_engine(
+        settings=state.settings,
+        engine=state.engine,
+        graphs=state.graphs,
+        saver=state.saver,
+        store=state.store,
+        workers=state.settings.workers,
+    )
+    state.runs = engine.service
+    state.workers = engine.pool
+    state.exit_stack.push_async_callback(engine.aclose)
+
+
 def startup_steps(settings: Settings) -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
-    return [_attach_graphs, _ensure_system_assistants]
+    return [_attach_graphs, _ensure_system_assistants, _attach_runs]
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -68,4 +85,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(assistants.router)
     app.include_router(threads.router)
     app.include_router(store.router)
+    app.include_router(runs.router)
     return app
