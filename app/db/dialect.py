@@ -75,6 +75,20 @@ def notify_channel_sql(dialect: Dialect | str) -> str | None:
     return None
 
 
+def single_statement_autocommit(dialect: Dialect | str) -> bool:
+    """Whether a write is best sent as one autocommitted statement.
+
+    PostgreSQL runs data-modifying CTEs, so a checkpoint and its new blobs go in one statement,
+    and one statement is atomic without BEGIN/COMMIT round trips. SQLite has no DML in CTEs
+    and its writes need the engine's BEGIN IMMEDIATE, so there writes use a transaction.
+    """
+    return _name(dialect) == "postgresql"
+
+
+def _name(dialect: Dialect | str) -> str:
+    return dialect if isinstance(dialect, str) else dialect.name
+
+
 def json_contains(dialect: Dialect | str, column: ColumnElement[Any], value: Any) -> Any:
     """`column @> value` (JSONB containment) on PostgreSQL; the same test spelt for SQLite.
 

@@ -1,0 +1,223 @@
+"""DeltaChannel history in one statement: a recursive walk up the parent chain.
+
+`WITH RECURSIVE chain` starts at the target checkpoint and follows `parent_checkpoint_id`,
+one primary-key probe per step, carrying for each requested channel whether its walk is
+still open. A channel's walk closes at the nearest ancestor whose `value_versions` holds the
+channel (its seed: a `_DeltaSnapshot` blob, or a plain value); the recursion stops once every
+channel is closed or the root is reached. The same statement then returns, as one UNION ALL,
+the open ancestors' writes to each channel and each channel's seed, so the whole history is
+one round trip whatever the depth. The target's own writes are pending for the next step and
+are excluded, as `BaseCheckpointSaver.get_delta_channel_history` specifies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
+from sqlalchemy import (
+    CompoundSelect,
+    Integer,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    union_all,
+)
+
+from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
+
+CP = checkpoints.c
+BL = checkpoint_blobs.c
+WR = checkpoint_writes.c
+
+KIND_WRITE = "w"
+KIND_BLOB_SEED = "b"
+KIND_INLINE_SEED = "i"
+
+
+def build_history_query(
+    tenant_id: str,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str | None,
+    channels: Sequence[str],
+) -> CompoundSelect[Any]:
+    """The one statement answering `get_delta_channel_history` (see the module docstring)."""
+    in_thread = and_(
+        CP.tenant_id == tenant_id, CP.thread_id == thread_id, CP.checkpoint_ns == checkpoint_ns
+    )
+    target: Any
+    if checkpoint_id is None:
+        target = select(func.max(CP.checkpoint_id)).where(in_thread).scalar_subquery()
+    else:
+        target = literal(checkpoint_id, Text)
+
+    def version_of(i: int) -> Any:
+        return cast(CP.value_versions[channels[i]].as_string(), Text).label(f"ver_{i}")
+
+    anchor = select(
+        CP.checkpoint_id,
+        CP.parent_checkpoint_id,
+        literal(0, Integer).label("depth"),
+        *[literal(1, Integer).label(f"open_{i}") for i in range(len(channels))],
+        *[version_of(i) for i in range(len(channels))],
+    ).where(in_thread, CP.checkpoint_id == target)
+    chain = anchor.cte("chain", recursive=True)
+    ch = chain.c
+
+    def still_open(i: int) -> Any:
+        # open at the child and not closed by the child's own stored value (the target's own
+        # value, at depth 0, never closes a walk)
+        closes = and_(ch.depth >= 1, ch[f"ver_{i}"].is_not(None))
+        return case((and_(ch[f"open_{i}"] == 1, ~closes), 1), else_=0)
+
+    parent = checkpoints.alias("parent")
+    step = (
+        select(
+            parent.c.checkpoint_id,
+            parent.c.parent_checkpoint_id,
+            (ch.depth + 1).label("depth"),
+            *[still_open(i).label(f"open_{i}") for i in range(len(channels))],
+            *[
+                cast(parent.c.value_versions[channels[i]].as_string(), Text).label(f"ver_{i}")
+                for i in range(len(channels))
+            ],
+        )
+        .select_from(
+            chain.join(
+                parent,
+                and_(
+                    parent.c.tenant_id == tenant_id,
+                    parent.c.thread_id == thread_id,
+                    parent.c.checkpoint_ns == checkpoint_ns,
+                    parent.c.checkpoint_id == ch.parent_checkpoint_id,
+                ),
+            )
+        )
+        .where(or_(*[still_open(i) == 1 for i in range(len(channels))]))
+    )
+    chain = chain.union_all(step)
+    ch = chain.c
+
+    arms = []
+    for i, channel in enumerate(channels):
+        on_path = and_(ch.depth >= 1, ch[f"open_{i}"] == 1)
+        arms.append(
+            select(
+                literal(KIND_WRITE).label("kind"),
+                literal(i, Integer).label("ch_index"),
+                ch.depth,
+                WR.task_path,
+                WR.task_id,
+                WR.idx,
+                WR.type,
+                WR.blob,
+            )
+            .select_from(
+                chain.join(
+                    checkpoint_writes,
+                    and_(
+                        WR.tenant_id == tenant_id,
+                        WR.thread_id == thread_id,
+                        WR.checkpoint_ns == checkpoint_ns,
+                        WR.checkpoint_id == ch.checkpoint_id,
+                        WR.channel == channel,
+                    ),
+                )
+            )
+            .where(on_path)
+        )
+        arms.append(
+            select(
+                literal(KIND_BLOB_SEED).label("kind"),
+                literal(i, Integer).label("ch_index"),
+                ch.depth,
+                cast(null(), Text).label("task_path"),
+                cast(null(), Text).label("task_id"),
+                cast(null(), Integer).label("idx"),
+                BL.type,
+                BL.blob,
+            )
+            .select_from(
+                chain.join(
+                    checkpoint_blobs,
+                    and_(
+                        BL.tenant_id == tenant_id,
+                        BL.thread_id == thread_id,
+                        BL.checkpoint_ns == checkpoint_ns,
+                        BL.channel == channel,
+                        BL.version == ch[f"ver_{i}"],
+                    ),
+                )
+            )
+            .where(on_path, ch[f"ver_{i}"] != "")
+        )
+        seed_cp = checkpoints.alias(f"seed_{i}")
+        arms.append(
+            select(
+                literal(KIND_INLINE_SEED).label("kind"),
+                literal(i, Integer).label("ch_index"),
+                ch.depth,
+                cast(null(), Text).label("task_path"),
+                cast(null(), Text).label("task_id"),
+                cast(null(), Integer).label("idx"),
+                seed_cp.c.type,
+                seed_cp.c.checkpoint.label("blob"),
+            )
+            .select_from(
+                chain.join(
+                    seed_cp,
+                    and_(
+                        seed_cp.c.tenant_id == tenant_id,
+                        seed_cp.c.thread_id == thread_id,
+                        seed_cp.c.checkpoint_ns == checkpoint_ns,
+                        seed_cp.c.checkpoint_id == ch.checkpoint_id,
+                    ),
+                )
+            )
+            .where(on_path, ch[f"ver_{i}"] == "")
+        )
+    return union_all(*arms)
+
+
+def assemble_history(
+    channels: Sequence[str],
+    rows: Sequence[Any],
+    loads: Callable[[str, bytes], Any],
+) -> dict[str, DeltaChannelHistory]:
+    """Turn the query's rows into per-channel `DeltaChannelHistory` (oldest write first)."""
+    writes: dict[int, list[tuple[tuple[int, str, str, int], PendingWrite]]] = {
+        i: [] for i in range(len(channels))
+    }
+    seeds: dict[int, Any] = {}
+    for row in rows:
+        i = int(row.ch_index)
+        channel = channels[i]
+        if row.kind == KIND_WRITE:
+            path, task_id, idx = row.task_path or "", row.task_id, int(row.idx)
+            order = (-int(row.depth), *writes_sort_key(path, task_id, idx))
+            writes[i].append((order, (task_id, channel, loads(row.type, row.blob))))
+        elif row.kind == KIND_BLOB_SEED:
+            if row.type != "empty":
+                seeds[i] = loads(row.type, row.blob)
+        else:
+            stored = loads(row.type, row.blob)
+            values = stored.get("channel_values") or {}
+            if channel in values:
+                seeds[i] = values[channel]
+    result: dict[str, DeltaChannelHistory] = {}
+    for i, channel in enumerate(channels):
+        entry: DeltaChannelHistory = {
+            "writes": [write for _, write in sorted(writes[i], key=lambda item: item[0])]
+        }
+        if i in seeds:
+            entry["seed"] = seeds[i]
+        result[channel] = entry
+    return result

@@ -1,0 +1,295 @@
+"""Pure statement builders for the checkpoint tables (no I/O; the saver executes them).
+
+Every statement takes the tenant and filters on it: the tables' primary keys lead with
+`tenant_id, thread_id, checkpoint_ns`, so each hot query is a primary-key probe or a range
+scan inside one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    CompoundSelect,
+    Delete,
+    Insert,
+    Integer,
+    Select,
+    String,
+    Text,
+    and_,
+    cast,
+    delete,
+    insert,
+    literal,
+    null,
+    select,
+    union_all,
+)
+from sqlalchemy.engine import Dialect
+
+from app.db.dialect import insert_for, json_contains
+from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
+
+CP = checkpoints.c
+BL = checkpoint_blobs.c
+WR = checkpoint_writes.c
+
+BLOB_KEYS = ["tenant_id", "thread_id", "checkpoint_ns", "channel", "version"]
+CHECKPOINT_KEYS = ["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id"]
+WRITE_KEYS = ["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"]
+
+# Kinds of rows in the values-and-writes union.
+KIND_VALUE = "v"
+KIND_WRITE = "w"
+
+HEADER_COLUMNS = (
+    CP.thread_id,
+    CP.checkpoint_ns,
+    CP.checkpoint_id,
+    CP.parent_checkpoint_id,
+    CP.type,
+    CP.checkpoint,
+    CP.metadata,
+    CP.value_versions,
+)
+
+
+def _in_thread(table: Any, tenant_id: str, thread_id: str, checkpoint_ns: str) -> Any:
+    return and_(
+        table.c.tenant_id == tenant_id,
+        table.c.thread_id == thread_id,
+        table.c.checkpoint_ns == checkpoint_ns,
+    )
+
+
+# --------------------------------------------------------------------------- writes (put)
+
+
+def upsert_blobs(dialect: Dialect, rows: list[dict[str, Any]]) -> Insert:
+    """Insert channel values; a (channel, version) already stored is never rewritten."""
+    stmt = insert_for(dialect, checkpoint_blobs).values(rows)
+    return stmt.on_conflict_do_nothing(index_elements=BLOB_KEYS)  # type: ignore[no-any-return]
+
+
+def upsert_checkpoint(
+    dialect: Dialect, row: dict[str, Any], blob_rows: list[dict[str, Any]] | None = None
+) -> Insert:
+    """Insert (or replace) one checkpoint row.
+
+    With `blob_rows`, the blob insert rides along as a data-modifying CTE: the checkpoint
+    and its new channel values land in one statement (PostgreSQL only).
+    """
+    stmt = insert_for(dialect, checkpoints).values(row)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=CHECKPOINT_KEYS,
+        set_={
+            name: stmt.excluded[name]
+            for name in (
+                "parent_checkpoint_id",
+                "run_id",
+                "type",
+                "checkpoint",
+                "metadata",
+                "value_versions",
+            )
+        },
+    )
+    if blob_rows:
+        stmt = stmt.add_cte(upsert_blobs(dialect, blob_rows).cte("new_blobs"))
+    return stmt  # type: ignore[no-any-return]
+
+
+def insert_writes(dialect: Dialect, rows: list[dict[str, Any]]) -> Insert:
+    """Insert pending writes. Regular writes (idx >= 0) are kept as first written, so a
+    retried task cannot duplicate them; special writes (error, interrupt, resume, scheduled:
+    negative idx) replace the previous one, as langgraph's savers do."""
+    stmt = insert_for(dialect, checkpoint_writes).values(rows)
+    return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=WRITE_KEYS,
+        set_={name: stmt.excluded[name] for name in ("task_path", "channel", "type", "blob")},
+        where=checkpoint_writes.c.idx < 0,
+    )
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def select_checkpoint(
+    tenant_id: str, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
+) -> Select[Any]:
+    """One checkpoint by primary key, or the latest (first row of a backward index scan)."""
+    stmt = select(*HEADER_COLUMNS).where(
+        _in_thread(checkpoints, tenant_id, thread_id, checkpoint_ns)
+    )
+    if checkpoint_id is not None:
+        return stmt.where(CP.checkpoint_id == checkpoint_id)
+    return stmt.order_by(CP.checkpoint_id.desc()).limit(1)
+
+
+def select_checkpoints(
+    dialect: Dialect,
+    tenant_id: str,
+    *,
+    thread_id: str | None,
+    checkpoint_ns: str | None,
+    checkpoint_id: str | None,
+    metadata_filter: Mapping[str, Any] | None,
+    before_id: str | None,
+    limit: int | None,
+) -> Select[Any]:
+    """Checkpoints newest first, for `list`."""
+    stmt = select(*HEADER_COLUMNS).where(CP.tenant_id == tenant_id)
+    if thread_id is not None:
+        stmt = stmt.where(CP.thread_id == thread_id)
+    if checkpoint_ns is not None:
+        stmt = stmt.where(CP.checkpoint_ns == checkpoint_ns)
+    if checkpoint_id is not None:
+        stmt = stmt.where(CP.checkpoint_id == checkpoint_id)
+    if metadata_filter:
+        stmt = stmt.where(json_contains(dialect, CP.metadata, dict(metadata_filter)))
+    if before_id is not None:
+        stmt = stmt.where(CP.checkpoint_id < before_id)
+    stmt = stmt.order_by(CP.checkpoint_id.desc())
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    return stmt
+
+
+def _value_arms(
+    tenant_id: str, thread_id: str, checkpoint_ns: str, versions: Mapping[str, Iterable[str]]
+) -> list[Select[Any]]:
+    arms: list[Select[Any]] = []
+    for channel, channel_versions in versions.items():
+        wanted = sorted(set(channel_versions))
+        version_cond = BL.version == wanted[0] if len(wanted) == 1 else BL.version.in_(wanted)
+        arms.append(
+            select(
+                literal(KIND_VALUE).label("kind"),
+                BL.channel.label("channel"),
+                BL.version.label("key"),
+                cast(null(), Text).label("task_path"),
+                cast(null(), Integer).label("idx"),
+                BL.type.label("type"),
+                BL.blob.label("blob"),
+            ).where(
+                _in_thread(checkpoint_blobs, tenant_id, thread_id, checkpoint_ns),
+                BL.channel == channel,
+                version_cond,
+            )
+        )
+    return arms
+
+
+def select_values_and_writes(
+    tenant_id: str,
+    thread_id: str,
+    checkpoint_ns: str,
+    *,
+    versions: Mapping[str, Iterable[str]],
+    write_ids: Sequence[str],
+) -> CompoundSelect[Any] | Select[Any]:
+    """In one round trip: the blobs of the given (channel, versions), each a primary-key
+    probe (never a scan of the thread's blobs), and the pending writes of `write_ids`.
+
+    Value rows carry the version in `key`; write rows carry `checkpoint_id|task_id`.
+    """
+    arms = _value_arms(tenant_id, thread_id, checkpoint_ns, versions)
+    if write_ids:
+        ids_cond = (
+            WR.checkpoint_id == write_ids[0]
+            if len(write_ids) == 1
+            else WR.checkpoint_id.in_(sorted(set(write_ids)))
+        )
+        arms.append(
+            select(
+                literal(KIND_WRITE).label("kind"),
+                WR.channel.label("channel"),
+                (WR.checkpoint_id + literal("|") + WR.task_id).label("key"),
+                WR.task_path.label("task_path"),
+                WR.idx.label("idx"),
+                WR.type.label("type"),
+                WR.blob.label("blob"),
+            ).where(_in_thread(checkpoint_writes, tenant_id, thread_id, checkpoint_ns), ids_cond)
+        )
+    if len(arms) == 1:
+        return arms[0]
+    return union_all(*arms)
+
+
+def select_thread_headers(tenant_id: str, thread_ids: Sequence[str]) -> Select[Any]:
+    """Structure (no state) of whole threads, for maintenance: ids, parents, value index."""
+    return select(
+        CP.thread_id,
+        CP.checkpoint_ns,
+        CP.checkpoint_id,
+        CP.parent_checkpoint_id,
+        CP.run_id,
+        CP.metadata,
+        CP.value_versions,
+    ).where(CP.tenant_id == tenant_id, CP.thread_id.in_(list(thread_ids)))
+
+
+def select_run_threads(tenant_id: str, run_ids: Sequence[str]) -> Select[Any]:
+    """Threads holding checkpoints of the given runs."""
+    return (
+        select(CP.thread_id)
+        .where(CP.tenant_id == tenant_id, CP.run_id.in_(list(run_ids)))
+        .distinct()
+    )
+
+
+# --------------------------------------------------------------------------- deletes / copies
+
+
+def delete_threads(table: Any, tenant_id: str, thread_ids: Sequence[str]) -> Delete:
+    return delete(table).where(
+        table.c.tenant_id == tenant_id, table.c.thread_id.in_(list(thread_ids))
+    )
+
+
+def delete_checkpoints(
+    table: Any, tenant_id: str, thread_id: str, checkpoint_ns: str, ids: Sequence[str]
+) -> Delete:
+    """Delete rows of `checkpoints` or `checkpoint_writes` for the given checkpoint ids."""
+    return delete(table).where(
+        _in_thread(table, tenant_id, thread_id, checkpoint_ns),
+        table.c.checkpoint_id.in_(list(ids)),
+    )
+
+
+def delete_blobs(
+    tenant_id: str, thread_id: str, checkpoint_ns: str, channel: str, versions: Sequence[str]
+) -> Delete:
+    return delete(checkpoint_blobs).where(
+        _in_thread(checkpoint_blobs, tenant_id, thread_id, checkpoint_ns),
+        BL.channel == channel,
+        BL.version.in_(list(versions)),
+    )
+
+
+def detach_parents(tenant_id: str, thread_id: str, checkpoint_ns: str, ids: Sequence[str]) -> Any:
+    """Clear the parent link of kept checkpoints whose parent was pruned."""
+    return (
+        checkpoints.update()
+        .where(
+            _in_thread(checkpoints, tenant_id, thread_id, checkpoint_ns),
+            CP.checkpoint_id.in_(list(ids)),
+        )
+        .values(parent_checkpoint_id=None)
+    )
+
+
+def copy_thread_rows(table: Any, tenant_id: str, source: str, target: str) -> Insert:
+    """INSERT ... SELECT every row of one thread under another thread id (same tenant)."""
+    names = [c.name for c in table.columns]
+    columns: list[ColumnElement[Any]] = [
+        literal(target, String(255)).label("thread_id") if n == "thread_id" else table.c[n]
+        for n in names
+    ]
+    source_rows = select(*columns).where(
+        table.c.tenant_id == tenant_id, table.c.thread_id == source
+    )
+    return insert(table).from_select(names, source_rows)

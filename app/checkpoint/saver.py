@@ -1,0 +1,439 @@
+"""`SQLSaver`: a durable, tenant-scoped LangGraph checkpointer on SQLAlchemy async Core.
+
+Runs on PostgreSQL (asyncpg) and SQLite (aiosqlite) through the engine's pool, without any
+saver-wide lock, so concurrent threads scale with the pool. On PostgreSQL a put is one
+statement (the new channel blobs ride in a CTE) run in autocommit; reads skip BEGIN/ROLLBACK.
+Get is a primary-key probe (or the first row of a backward index scan for "latest") plus one
+statement fetching exactly the blobs that checkpoint references and its pending writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+    get_serializable_checkpoint_metadata,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.checkpoint import codec, delta, maintenance, queries
+from app.checkpoint.bridge import SyncBridge
+from app.checkpoint.codec import INLINE, check_text
+from app.checkpoint.errors import InvalidCheckpointInput
+from app.checkpoint.serde import make_serde
+from app.db import migrate
+from app.db.dialect import single_statement_autocommit
+from app.db.engine import create_engine
+from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
+from app.db.types import utcnow
+
+_LIST_PAGE = 100  # checkpoints decoded per values-and-writes round trip in `alist`
+_OFFLOAD_BYTES = 256 * 1024  # decode bigger results in a worker thread, off the event loop
+_CHECKPOINT_ID_MAX = 64
+
+
+class SQLSaver(SyncBridge):
+    """Checkpointer for PostgreSQL and SQLite; every query filters on `tenant_id`."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        tenant_id: str = "default",
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde or make_serde(None))
+        self.engine = engine
+        self.tenant_id = check_text(tenant_id, "tenant_id")
+        self._one_statement = single_statement_autocommit(engine.dialect)
+        # PostgreSQL: a lone statement is atomic by itself, so skip BEGIN/COMMIT round trips.
+        self._autocommit = (
+            engine.execution_options(isolation_level="AUTOCOMMIT")
+            if self._one_statement
+            else engine
+        )
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    # ----------------------------------------------------------------- construction
+
+    @classmethod
+    @asynccontextmanager
+    async def from_url(
+        cls,
+        url: str,
+        *,
+        tenant_id: str = "default",
+        serde: SerializerProtocol | None = None,
+        encryption_key: str | None = None,
+        pool_size: int = 10,
+        max_overflow: int = 10,
+    ) -> AsyncIterator[SQLSaver]:
+        """`async with SQLSaver.from_url(url) as saver`: a saver owning its own engine."""
+        engine = create_engine(url, pool_size=pool_size, max_overflow=max_overflow)
+        try:
+            yield cls(
+                engine,
+                tenant_id=tenant_id,
+                serde=serde if serde is not None else make_serde(encryption_key),
+            )
+        finally:
+            await engine.dispose()
+
+    async def setup(self) -> None:
+        """Bring the database schema to head (Alembic). Idempotent."""
+        await migrate.upgrade(self.engine)
+
+    def for_tenant(self, tenant_id: str) -> SQLSaver:
+        """A view of this saver for another tenant (same engine, serializer and loop)."""
+        view = copy.copy(self)
+        view.tenant_id = check_text(tenant_id, "tenant_id")
+        return view
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Zero-padded counter plus a random suffix: ordered, and unique across forks."""
+        import random
+
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    # ----------------------------------------------------------------- connections
+
+    def _reader(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        return self._autocommit.connect()
+
+    def _writer(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        if self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        return self.engine.begin()
+
+    def _thread_key(self, config: RunnableConfig) -> dict[str, str]:
+        conf = config.get("configurable") or {}
+        return {
+            "tenant_id": self.tenant_id,
+            "thread_id": check_text(conf.get("thread_id"), "thread_id"),
+            "checkpoint_ns": check_text(conf.get("checkpoint_ns") or "", "checkpoint_ns"),
+        }
+
+    # ----------------------------------------------------------------- put
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint and the channel values whose version moved, atomically."""
+        key = self._thread_key(config)
+        checkpoint_id = check_text(checkpoint["id"], "checkpoint id", _CHECKPOINT_ID_MAX)
+        parent_id = (config.get("configurable") or {}).get("checkpoint_id")
+        type_tag, body, value_versions, blobs = codec.encode_checkpoint(
+            self.serde, checkpoint, new_versions
+        )
+        meta = codec.json_safe(get_serializable_checkpoint_metadata(config, metadata))
+        run_id = meta.get("run_id")
+        row = {
+            **key,
+            "checkpoint_id": checkpoint_id,
+            "parent_checkpoint_id": parent_id,
+            "run_id": str(run_id)[:_CHECKPOINT_ID_MAX] if run_id is not None else None,
+            "type": type_tag,
+            "checkpoint": body,
+            "metadata": meta,
+            "value_versions": value_versions,
+            "created_at": utcnow(),
+        }
+        blob_rows = [
+            {**key, "channel": channel, "version": version, "type": t, "blob": data}
+            for channel, (version, (t, data)) in blobs.items()
+        ]
+        dialect = self.engine.dialect
+        if self._one_statement:
+            async with self._reader() as conn:
+                await conn.execute(queries.upsert_checkpoint(dialect, row, blob_rows))
+        else:
+            async with self._writer() as conn:
+                if blob_rows:
+                    await conn.execute(queries.upsert_blobs(dialect, blob_rows))
+                await conn.execute(queries.upsert_checkpoint(dialect, row))
+        return {
+            "configurable": {
+                "thread_id": key["thread_id"],
+                "checkpoint_ns": key["checkpoint_ns"],
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's pending writes for a checkpoint (special writes replace)."""
+        key = self._thread_key(config)
+        checkpoint_id = check_text(
+            (config.get("configurable") or {}).get("checkpoint_id"),
+            "checkpoint id",
+            _CHECKPOINT_ID_MAX,
+        )
+        rows = codec.encode_writes(
+            self.serde,
+            {**key, "checkpoint_id": checkpoint_id},
+            writes,
+            check_text(task_id, "task_id"),
+            task_path,
+        )
+        if not rows:
+            return
+        stmt = queries.insert_writes(self.engine.dialect, rows)
+        if self._one_statement:
+            async with self._reader() as conn:
+                await conn.execute(stmt)
+        else:
+            async with self._writer() as conn:
+                await conn.execute(stmt)
+
+    # ----------------------------------------------------------------- get / list
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """One checkpoint by id (None if unknown), or the thread's latest."""
+        key = self._thread_key(config)
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id is not None:
+            check_text(checkpoint_id, "checkpoint id", _CHECKPOINT_ID_MAX)
+        async with self._reader() as conn:
+            header = (
+                await conn.execute(
+                    queries.select_checkpoint(
+                        self.tenant_id, key["thread_id"], key["checkpoint_ns"], checkpoint_id
+                    )
+                )
+            ).first()
+            if header is None:
+                return None
+            rows = await self._values_and_writes(conn, key, [header])
+        tuples = await self._decode([header], rows)
+        return tuples[0]
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Checkpoints newest first, filtered by thread / namespace / metadata / before."""
+        conf = (config or {}).get("configurable") or {}
+        thread_id = check_text(conf["thread_id"], "thread_id") if "thread_id" in conf else None
+        ns = conf.get("checkpoint_ns")
+        checkpoint_id = conf.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        stmt = queries.select_checkpoints(
+            self.engine.dialect,
+            self.tenant_id,
+            thread_id=thread_id,
+            checkpoint_ns=check_text(ns, "checkpoint_ns") if ns is not None else None,
+            checkpoint_id=checkpoint_id,
+            metadata_filter=filter,
+            before_id=before_id,
+            limit=limit,
+        )
+        async with self._reader() as conn:
+            headers = (await conn.execute(stmt)).all()
+        for start in range(0, len(headers), _LIST_PAGE):
+            page = headers[start : start + _LIST_PAGE]
+            groups: dict[tuple[str, str], list[Any]] = {}
+            for header in page:
+                groups.setdefault((header.thread_id, header.checkpoint_ns), []).append(header)
+            rows: list[Any] = []
+            async with self._reader() as conn:
+                for (thread, namespace), members in groups.items():
+                    key = {
+                        "tenant_id": self.tenant_id,
+                        "thread_id": thread,
+                        "checkpoint_ns": namespace,
+                    }
+                    rows.extend(
+                        (thread, namespace, r)
+                        for r in await self._values_and_writes(conn, key, members)
+                    )
+            for tup in await self._decode(page, rows, grouped=True):
+                yield tup
+
+    async def _values_and_writes(
+        self, conn: AsyncConnection, key: Mapping[str, str], headers: Sequence[Any]
+    ) -> list[Any]:
+        versions: dict[str, set[str]] = {}
+        for header in headers:
+            for channel, version in (header.value_versions or {}).items():
+                if version != INLINE:
+                    versions.setdefault(channel, set()).add(version)
+        stmt = queries.select_values_and_writes(
+            self.tenant_id,
+            key["thread_id"],
+            key["checkpoint_ns"],
+            versions=versions,
+            write_ids=[h.checkpoint_id for h in headers],
+        )
+        return list((await conn.execute(stmt)).all())
+
+    async def _decode(
+        self, headers: Sequence[Any], rows: Sequence[Any], *, grouped: bool = False
+    ) -> list[CheckpointTuple]:
+        size = sum(len(h.checkpoint) for h in headers)
+        size += sum(len((r[2] if grouped else r).blob or b"") for r in rows)
+        if size > _OFFLOAD_BYTES:
+            return await asyncio.to_thread(self._build_tuples, headers, rows, grouped)
+        return self._build_tuples(headers, rows, grouped)
+
+    def _build_tuples(
+        self, headers: Sequence[Any], rows: Sequence[Any], grouped: bool
+    ) -> list[CheckpointTuple]:
+        blobs: dict[tuple[str, str, str, str], tuple[str, bytes | None]] = {}
+        writes: dict[tuple[str, str, str], list[Any]] = {}
+        for item in rows:
+            thread, namespace, row = item if grouped else (None, None, item)
+            if row.kind == queries.KIND_VALUE:
+                blobs[(thread or "", namespace or "", row.channel, row.key)] = (row.type, row.blob)
+            else:
+                checkpoint_id, task_id = row.key.split("|", 1)
+                writes.setdefault((thread or "", namespace or "", checkpoint_id), []).append(
+                    (task_id, row.channel, row.task_path or "", row.idx, row.type, row.blob)
+                )
+        result = []
+        for header in headers:
+            thread = header.thread_id if grouped else ""
+            namespace = header.checkpoint_ns if grouped else ""
+            mine = {
+                (channel, version): blobs[(thread, namespace, channel, version)]
+                for channel, version in (header.value_versions or {}).items()
+                if (thread, namespace, channel, version) in blobs
+            }
+            checkpoint = codec.decode_checkpoint(
+                self.serde, header.type, header.checkpoint, header.value_versions or {}, mine
+            )
+            pending = codec.decode_writes(
+                self.serde, writes.get((thread, namespace, header.checkpoint_id), [])
+            )
+            conf = {
+                "thread_id": header.thread_id,
+                "checkpoint_ns": header.checkpoint_ns,
+            }
+            result.append(
+                CheckpointTuple(
+                    config={"configurable": {**conf, "checkpoint_id": header.checkpoint_id}},
+                    checkpoint=checkpoint,
+                    metadata=header.metadata,
+                    parent_config=(
+                        {"configurable": {**conf, "checkpoint_id": header.parent_checkpoint_id}}
+                        if header.parent_checkpoint_id
+                        else None
+                    ),
+                    pending_writes=pending,
+                )
+            )
+        return result
+
+    # ----------------------------------------------------------------- delta history
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Per-channel writes and seed along the parent chain, in one recursive query."""
+        if not channels:
+            return {}
+        channels = list(channels)
+        key = self._thread_key(config)
+        stmt = delta.build_history_query(
+            self.tenant_id,
+            key["thread_id"],
+            key["checkpoint_ns"],
+            get_checkpoint_id(config),
+            channels,
+        )
+        async with self._reader() as conn:
+            rows = (await conn.execute(stmt)).all()
+
+        def loads(type_tag: str, data: bytes) -> Any:
+            return codec.loads(self.serde, type_tag, data)
+
+        if sum(len(r.blob or b"") for r in rows) > _OFFLOAD_BYTES:
+            return await asyncio.to_thread(delta.assemble_history, channels, rows, loads)
+        return delta.assemble_history(channels, rows, loads)
+
+    # ----------------------------------------------------------------- deletes, copy, prune
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, blob and write of a thread (all namespaces)."""
+        thread_id = check_text(thread_id, "thread_id")
+        async with self._writer() as conn:
+            for table in (checkpoints, checkpoint_blobs, checkpoint_writes):
+                await conn.execute(queries.delete_threads(table, self.tenant_id, [thread_id]))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes, and blobs nobody else uses) of runs.
+
+        Refuses (`DeltaHistoryConflict`, nothing deleted) when a surviving checkpoint's
+        DeltaChannel history runs through a checkpoint of these runs: deleting it would
+        silently empty that channel. Deleting a thread's newest runs (rollback) is always
+        allowed, since nothing survives on top of them.
+        """
+        if isinstance(run_ids, str):
+            raise InvalidCheckpointInput("run_ids must be a sequence of run ids")
+        ids = [check_text(r, "run id") for r in run_ids]
+        if not ids:
+            return
+        async with self._writer() as conn:
+            await maintenance.delete_for_runs(conn, self.tenant_id, ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history (every namespace, blob and write) to a new thread."""
+        source = check_text(source_thread_id, "thread_id")
+        target = check_text(target_thread_id, "thread_id")
+        async with self._writer() as conn:
+            await maintenance.copy_thread(conn, self.tenant_id, source, target)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`delete` removes the threads' checkpoints; `keep_latest` keeps each namespace's
+        latest checkpoint plus every ancestor its DeltaChannels need (back to the nearest
+        stored value), so pruned threads reconstruct exactly."""
+        if isinstance(thread_ids, str):
+            raise InvalidCheckpointInput("thread_ids must be a sequence of thread ids")
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidCheckpointInput(f"unknown prune strategy {strategy!r}")
+        ids = [check_text(t, "thread_id") for t in thread_ids]
+        if not ids:
+            return
+        if strategy == "delete":
+            async with self._writer() as conn:
+                for table in (checkpoints, checkpoint_blobs, checkpoint_writes):
+                    await conn.execute(queries.delete_threads(table, self.tenant_id, ids))
+            return
+        for thread_id in ids:
+            async with self._writer() as conn:
+                await maintenance.keep_latest(conn, self.tenant_id, thread_id)
