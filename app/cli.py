@@ -65,6 +65,42 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    """Run workers only (no API): claim and execute runs until SIGTERM, then drain."""
+    import signal
+
+    from app.main import startup_steps
+    from app.state import open_state
+
+    updates: dict[str, object] = {}
+    if args.config is not None:
+        updates["config_file"] = Path(args.config)
+    if args.concurrency is not None:
+        updates["workers"] = args.concurrency
+    settings = settings.model_copy(update=updates)
+    if settings.workers < 1:
+        print("graphkeep: worker needs --concurrency of at least 1", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        state = await open_state(settings, startup_steps(settings))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await state.close()  # drains: running graphs stop at a super-step boundary
+
+    try:
+        asyncio.run(run())
+    except AppError as exc:
+        print(f"graphkeep: {exc.detail}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_openapi(args: argparse.Namespace, settings: Settings) -> int:
     from app.main import create_app
 
@@ -128,6 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", default=None, help="langgraph.json-compatible file")
     serve.add_argument("--workers", type=int, default=None, help="in-process worker tasks")
     serve.set_defaults(func=_cmd_serve)
+
+    worker = sub.add_parser("worker", help="run workers only (scale them apart from the API)")
+    worker.add_argument("--config", default=None, help="langgraph.json-compatible file")
+    worker.add_argument("--concurrency", type=int, default=None, help="runs executed at once")
+    worker.set_defaults(func=_cmd_worker)
 
     mig = sub.add_parser("migrate", help="upgrade the database schema to head (idempotent)")
     mig.set_defaults(func=_cmd_migrate)
