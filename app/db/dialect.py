@@ -7,9 +7,13 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Float,
     Select,
     Table,
+    Text,
     and_,
+    case,
+    cast,
     exists,
     func,
     literal,
@@ -154,3 +158,129 @@ def _sqlite_scalar(value: Any) -> Any:
     if value is False:
         return 0
     return value
+
+
+# --------------------------------------------------------------------------- JSON paths
+# Store filters address a JSON value by a path of object keys (str) and list positions (int).
+# Keys must not contain '"' (SQLite path syntax); the Store validates that before calling.
+# Every condition below is NULL or false when the path is missing.
+
+JsonPath = tuple[str | int, ...]
+JSON_KINDS = ("object", "array", "string", "number", "boolean", "null")
+_SQLITE_KINDS = {
+    "object": ("object",),
+    "array": ("array",),
+    "string": ("text",),
+    "number": ("integer", "real"),
+    "boolean": ("true", "false"),
+    "null": ("null",),
+}
+
+
+def _dialect_name(dialect: Dialect | str) -> str:
+    name = dialect if isinstance(dialect, str) else dialect.name
+    if name not in ("postgresql", "sqlite"):
+        raise ValueError(f"unsupported database dialect {name!r}")
+    return name
+
+
+def _sqlite_path(path: JsonPath) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f'."{p}"' for p in path)
+
+
+def _pg_at(column: ColumnElement[Any], path: JsonPath) -> ColumnElement[Any]:
+    return column.op("#>", return_type=postgresql.JSONB)(
+        literal([str(p) for p in path], postgresql.ARRAY(Text))
+    )
+
+
+def json_kind_is(
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, kind: str
+) -> ColumnElement[bool]:
+    """The JSON at `path` is of `kind` (one of JSON_KINDS)."""
+    if _dialect_name(dialect) == "postgresql":
+        return func.jsonb_typeof(_pg_at(column, path)) == kind
+    return func.json_type(column, _sqlite_path(path)).in_(_SQLITE_KINDS[kind])
+
+
+def json_missing(
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath
+) -> ColumnElement[bool]:
+    """Nothing at `path` (a JSON null is something)."""
+    if _dialect_name(dialect) == "postgresql":
+        return _pg_at(column, path).is_(None)
+    return func.json_type(column, _sqlite_path(path)).is_(None)
+
+
+def json_number(
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath
+) -> ColumnElement[float]:
+    """The number at `path` as a float, NULL when it is missing or not a number."""
+    if _dialect_name(dialect) == "postgresql":
+        text_at = column.op("#>>", return_type=Text)(
+            literal([str(p) for p in path], postgresql.ARRAY(Text))
+        )
+        return case((json_kind_is(dialect, column, path, "number"), cast(text_at, Float)))
+    return case(
+        (
+            json_kind_is(dialect, column, path, "number"),
+            func.json_extract(column, _sqlite_path(path)),
+        )
+    )
+
+
+def json_equals(
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, value: Any
+) -> ColumnElement[bool]:
+    """The JSON at `path` equals `value` exactly (JSON types: `1` is neither `true` nor `"1"`).
+
+    Objects compare key by key whatever the key order, lists element-wise, numbers by value.
+    """
+    if _dialect_name(dialect) == "postgresql":
+        return _pg_at(column, path) == type_coerce(value, postgresql.JSONB)
+    return _sqlite_equals(column, path, value)
+
+
+def _sqlite_equals(column: ColumnElement[Any], path: JsonPath, value: Any) -> ColumnElement[bool]:
+    where = _sqlite_path(path)
+    if isinstance(value, dict):
+        size = select(func.count()).select_from(func.json_each(column, where)).scalar_subquery()
+        return and_(
+            func.json_type(column, where) == "object",
+            size == len(value),
+            *(_sqlite_equals(column, (*path, k), v) for k, v in value.items()),
+        )
+    if isinstance(value, list | tuple):
+        return and_(
+            func.json_type(column, where) == "array",
+            func.json_array_length(column, where) == len(value),
+            *(_sqlite_equals(column, (*path, i), v) for i, v in enumerate(value)),
+        )
+    if value is None:
+        return func.json_type(column, where) == "null"
+    if isinstance(value, bool):
+        return func.json_type(column, where) == ("true" if value else "false")
+    kind = "number" if isinstance(value, int | float) else "string"
+    return and_(
+        func.json_type(column, where).in_(_SQLITE_KINDS[kind]),
+        func.json_extract(column, where) == value,
+    )
+
+
+def json_array_length(
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath
+) -> ColumnElement[int]:
+    """Length of the list at `path`; NULL when it is not a list (never an error)."""
+    if _dialect_name(dialect) == "postgresql":
+        return case(
+            (
+                json_kind_is(dialect, column, path, "array"),
+                func.jsonb_array_length(_pg_at(column, path)),
+            )
+        )
+    return case(
+        (
+            json_kind_is(dialect, column, path, "array"),
+            func.json_array_length(column, _sqlite_path(path)),
+        )
+    )

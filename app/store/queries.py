@@ -1,0 +1,208 @@
+"""Pure statement builders for the Store (SQLAlchemy Core). Executors live in store.py.
+
+Every statement takes `tenant_id` and filters on it: the tenant is a column, never derived
+from the namespace a caller sends. Every read also hides expired rows (`expires_at <= now`)
+so an expired item is invisible at once, before any sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Delete,
+    Select,
+    Update,
+    and_,
+    bindparam,
+    delete,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.engine import Dialect
+
+from app.db.dialect import upsert
+from app.db.tables import store_items, store_vectors
+from app.store.filters import compile_filter
+
+ITEM_COLUMNS = (
+    store_items.c.prefix,
+    store_items.c.key,
+    store_items.c.value,
+    store_items.c.created_at,
+    store_items.c.updated_at,
+    store_items.c.ttl_minutes,
+)
+# the byte after "." : every "a.b.<anything>" sorts in ["a.b.", "a.b/")
+_AFTER_SEPARATOR = "/"
+
+
+def live(now: datetime) -> ColumnElement[bool]:
+    """Not expired at `now`."""
+    return or_(store_items.c.expires_at.is_(None), store_items.c.expires_at > now)
+
+
+def prefix_condition(column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
+    """`column` is the namespace `prefix` or lies below it, as two index range probes.
+
+    A plain `LIKE 'a.b%'` would also match the sibling "a.bc"; the range ["a.b.", "a.b/")
+    holds exactly the descendants (byte order: collation C on PostgreSQL, SQLite's default).
+    """
+    return or_(
+        column == prefix,
+        and_(column >= prefix + ".", column < prefix + _AFTER_SEPARATOR),
+    )
+
+
+def _keys_condition(keys: Sequence[tuple[str, str]]) -> ColumnElement[bool]:
+    if len(keys) == 1:
+        prefix, key = keys[0]
+        return and_(store_items.c.prefix == prefix, store_items.c.key == key)
+    return tuple_(store_items.c.prefix, store_items.c.key).in_(list(keys))
+
+
+def get_items(tenant_id: str, keys: Sequence[tuple[str, str]], now: datetime) -> Select[Any]:
+    """Live items for several (prefix, key) pairs in one query."""
+    return select(*ITEM_COLUMNS).where(
+        store_items.c.tenant_id == tenant_id, _keys_condition(keys), live(now)
+    )
+
+
+def search_items(
+    dialect: Dialect | str,
+    tenant_id: str,
+    prefix: str | None,
+    filter: Mapping[str, Any] | None,
+    now: datetime,
+    *,
+    limit: int | None,
+    offset: int,
+) -> Select[Any]:
+    """Live items under `prefix` matching `filter`, newest `updated_at` first, then key."""
+    conditions = [store_items.c.tenant_id == tenant_id, live(now)]
+    if prefix:
+        conditions.append(prefix_condition(store_items.c.prefix, prefix))
+    conditions.extend(compile_filter(dialect, store_items.c.value, filter))
+    stmt = (
+        select(*ITEM_COLUMNS)
+        .where(*conditions)
+        .order_by(store_items.c.updated_at.desc(), store_items.c.key, store_items.c.prefix)
+    )
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    if offset:
+        stmt = stmt.offset(offset)
+    return stmt
+
+
+def search_vectors(
+    dialect: Dialect | str,
+    tenant_id: str,
+    prefix: str | None,
+    filter: Mapping[str, Any] | None,
+    now: datetime,
+    model: str,
+) -> Select[Any]:
+    """Candidates for a semantic query: narrowed by tenant, namespace and filter in SQL, with
+    every stored vector of the current model (scored in process)."""
+    joined = store_items.join(
+        store_vectors,
+        and_(
+            store_vectors.c.tenant_id == store_items.c.tenant_id,
+            store_vectors.c.prefix == store_items.c.prefix,
+            store_vectors.c.key == store_items.c.key,
+        ),
+    )
+    conditions = [
+        store_items.c.tenant_id == tenant_id,
+        store_vectors.c.tenant_id == tenant_id,
+        store_vectors.c.model == model,
+        # a vector older than its item was computed from an earlier value (reindex fixes it)
+        store_vectors.c.created_at >= store_items.c.updated_at,
+        live(now),
+    ]
+    if prefix:
+        conditions.append(prefix_condition(store_items.c.prefix, prefix))
+    conditions.extend(compile_filter(dialect, store_items.c.value, filter))
+    return select(*ITEM_COLUMNS, store_vectors.c.embedding).select_from(joined).where(*conditions)
+
+
+def refresh_expiry(tenant_id: str) -> Update:
+    """Executemany: set `expires_at` of (b_prefix, b_key) to b_expires_at."""
+    return (
+        update(store_items)
+        .where(
+            store_items.c.tenant_id == tenant_id,
+            store_items.c.prefix == bindparam("b_prefix"),
+            store_items.c.key == bindparam("b_key"),
+        )
+        .values(expires_at=bindparam("b_expires_at"))
+    )
+
+
+def upsert_items(dialect: Dialect | str, rows: list[dict[str, Any]]) -> Any:
+    """Insert or update items; `created_at` keeps its first value."""
+    return upsert(
+        dialect,
+        store_items,
+        rows,
+        keys=["tenant_id", "prefix", "key"],
+        update=["value", "updated_at", "expires_at", "ttl_minutes", "index_fields"],
+    )
+
+
+def delete_items(tenant_id: str, keys: Sequence[tuple[str, str]]) -> Delete:
+    return delete(store_items).where(store_items.c.tenant_id == tenant_id, _keys_condition(keys))
+
+
+def delete_vectors(tenant_id: str, keys: Sequence[tuple[str, str]]) -> Delete:
+    if len(keys) == 1:
+        cond: ColumnElement[bool] = and_(
+            store_vectors.c.prefix == keys[0][0], store_vectors.c.key == keys[0][1]
+        )
+    else:
+        cond = tuple_(store_vectors.c.prefix, store_vectors.c.key).in_(list(keys))
+    return delete(store_vectors).where(store_vectors.c.tenant_id == tenant_id, cond)
+
+
+def next_namespace(tenant_id: str, now: datetime, lower: str, upper: str | None) -> Select[Any]:
+    """Distinct live prefixes from `lower` (inclusive) below `upper`, as a loose index scan.
+
+    A recursive query jumps from one prefix to the next through the primary key, so listing
+    namespaces costs one index probe per namespace, not a scan of every item.
+    """
+
+    def bounded(stmt: Select[Any]) -> Select[Any]:
+        stmt = stmt.where(store_items.c.tenant_id == tenant_id, live(now))
+        if upper is not None:
+            stmt = stmt.where(store_items.c.prefix < upper)
+        return stmt.order_by(store_items.c.prefix).limit(1)
+
+    first = bounded(select(store_items.c.prefix).where(store_items.c.prefix >= lower))
+    walk = select(first.scalar_subquery().label("prefix")).cte("ns", recursive=True)
+    after = bounded(
+        select(store_items.c.prefix).where(store_items.c.prefix > walk.c.prefix)
+    ).scalar_subquery()
+    walk = walk.union_all(
+        select(after.label("prefix")).select_from(walk).where(walk.c.prefix.is_not(None))
+    )
+    return select(walk.c.prefix).where(walk.c.prefix.is_not(None))
+
+
+def expired_vectors(now: datetime) -> Delete:
+    """Vectors of expired items (every tenant: the sweeper is a maintenance task)."""
+    expired = select(store_items.c.tenant_id, store_items.c.prefix, store_items.c.key).where(
+        store_items.c.expires_at <= now
+    )
+    return delete(store_vectors).where(
+        tuple_(store_vectors.c.tenant_id, store_vectors.c.prefix, store_vectors.c.key).in_(expired)
+    )
+
+
+def expired_items(now: datetime) -> Delete:
+    return delete(store_items).where(store_items.c.expires_at <= now)

@@ -1,0 +1,509 @@
+"""SQLStore: langgraph's `BaseStore` on SQLAlchemy async Core (PostgreSQL and SQLite).
+
+One `abatch` call is one transaction. All ops are validated first (bad input changes
+nothing), embeddings are computed before the transaction opens, then reads run (gets in one
+query, one query per search and per namespace listing), then TTL refreshes (one statement),
+then writes (one upsert, one delete, vector replacement). As in langgraph's own stores, the
+reads of a batch see the store as it was before the batch's writes; of several puts to one
+key in a batch the last wins.
+
+Orders: a search without a query returns newest `updated_at` first, then key; with a query,
+highest score first (then newest). `list_namespaces` sorts namespaces as tuples.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    NamespacePath,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.db import migrate
+from app.db.engine import create_engine
+from app.db.tables import store_vectors
+from app.db.types import utcnow
+from app.errors import InvalidInput
+from app.store import queries
+from app.store.config import StoreIndex, parse_index_config, parse_ttl_config
+from app.store.maintenance import reindex_items, sweep
+from app.store.validation import (
+    DEFAULT_MAX_VALUE_BYTES,
+    join_namespace,
+    split_prefix,
+    validate_op,
+)
+from app.store.vectors import cosine_scores, embed_fields, texts_to_embed
+
+Clock = Callable[[], datetime]
+_CHUNK = 500  # rows per multi-row INSERT: well under both dialects' parameter limits
+
+
+@dataclass
+class _Shared:
+    """What every tenant view of one store shares."""
+
+    engine: AsyncEngine
+    index: StoreIndex | None
+    ttl: TTLConfig | None
+    clock: Clock
+    max_value_bytes: int
+    loop: asyncio.AbstractEventLoop | None = field(default=None)
+
+
+@contextmanager
+def _namespace_errors() -> Iterator[None]:
+    # BaseStore's helpers validate labels before abatch; report that as bad input too
+    try:
+        yield
+    except InvalidNamespaceError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def _item(row: Row[Any]) -> Item:
+    return Item(
+        value=row.value,
+        key=row.key,
+        namespace=split_prefix(row.prefix),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _search_item(row: Row[Any], score: float | None) -> SearchItem:
+    return SearchItem(
+        namespace=split_prefix(row.prefix),
+        key=row.key,
+        value=row.value,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        score=score,
+    )
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    return all(want == "*" or got == want for got, want in pairs)
+
+
+class SQLStore(BaseStore):
+    """Long-term memory on the app's SQL database, bound to one tenant.
+
+    `index` (langgraph's `IndexConfig` dict or a parsed `StoreIndex`) enables semantic search;
+    `ttl` (langgraph's `TTLConfig`) sets the default TTL in minutes and refresh-on-read.
+    `clock` is injectable for tests; `max_value_bytes` bounds one value's JSON size.
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        tenant_id: str = "default",
+        index: StoreIndex | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    ) -> None:
+        parsed_index = (
+            index if isinstance(index, StoreIndex) or index is None else parse_index_config(index)
+        )
+        parsed_ttl = parse_ttl_config(ttl) if ttl is not None else None
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        self._shared = _Shared(
+            engine, parsed_index, parsed_ttl, clock or utcnow, max_value_bytes, loop
+        )
+        self.ttl_config = parsed_ttl
+        self.tenant_id = _check_tenant(tenant_id)
+
+    @classmethod
+    @asynccontextmanager
+    async def from_url(
+        cls,
+        url: str,
+        *,
+        tenant_id: str = "default",
+        index: StoreIndex | Mapping[str, Any] | None = None,
+        ttl: TTLConfig | Mapping[str, Any] | None = None,
+        clock: Clock | None = None,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    ) -> AsyncIterator[SQLStore]:
+        """A store on its own engine (migrated to head), disposed on exit."""
+        engine = create_engine(url)
+        try:
+            store = cls(
+                engine,
+                tenant_id=tenant_id,
+                index=index,
+                ttl=ttl,
+                clock=clock,
+                max_value_bytes=max_value_bytes,
+            )
+            await store.setup()
+            yield store
+        finally:
+            await engine.dispose()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._shared.engine
+
+    @property
+    def index(self) -> StoreIndex | None:
+        """The semantic index, or None when semantic search is off."""
+        return self._shared.index
+
+    async def setup(self) -> None:
+        """Bring the schema to head (the tables live in the Alembic history; idempotent)."""
+        self._shared.loop = asyncio.get_running_loop()
+        await migrate.upgrade(self._shared.engine)
+
+    def for_tenant(self, tenant_id: str) -> SQLStore:
+        """A view of this store bound to another tenant (shares engine, index, TTL, clock)."""
+        view: SQLStore = object.__new__(type(self))
+        view.__dict__.update(self.__dict__)
+        view.tenant_id = _check_tenant(tenant_id)
+        return view
+
+    # ------------------------------------------------------------------ batch
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Synchronous bridge: runs `abatch` on the store's event loop from another thread."""
+        loop = self._shared.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and (loop is None or running is loop):
+            raise asyncio.InvalidStateError(
+                "Synchronous calls to SQLStore detected in the event loop; this would "
+                "deadlock. Use the async methods there, e.g. `await store.aget(...)` instead "
+                "of `store.get(...)`."
+            )
+        if loop is None or loop.is_closed():
+            raise RuntimeError(
+                "SQLStore's sync methods need the event loop the store runs on: create it "
+                "(or call `await store.setup()`) inside that loop first."
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run every op of the batch (results in the order of `ops`)."""
+        shared = self._shared
+        shared.loop = asyncio.get_running_loop()
+        op_list = list(ops)
+        for op in op_list:
+            validate_op(op, shared.max_value_bytes)
+        results: list[Result] = [None] * len(op_list)
+        gets = [(i, op) for i, op in enumerate(op_list) if isinstance(op, GetOp)]
+        searches = [(i, op) for i, op in enumerate(op_list) if isinstance(op, SearchOp)]
+        listings = [(i, op) for i, op in enumerate(op_list) if isinstance(op, ListNamespacesOp)]
+        puts: dict[tuple[str, str], PutOp] = {}
+        for op in op_list:
+            if isinstance(op, PutOp):
+                puts[(join_namespace(op.namespace), op.key)] = op
+        query_vectors = await self._embed_queries([op for _, op in searches])
+        put_vectors = await self._embed_puts(puts)
+        now = shared.clock()
+        async with shared.engine.begin() as conn:
+            refresh: dict[tuple[str, str], datetime] = {}
+            if gets:
+                await self._gets(conn, gets, now, results, refresh)
+            for i, search in searches:
+                results[i] = await self._search(conn, search, now, query_vectors, refresh)
+            for i, listing in listings:
+                results[i] = await self._list_namespaces(conn, listing, now)
+            if refresh:
+                await conn.execute(
+                    queries.refresh_expiry(self.tenant_id),
+                    [
+                        {"b_prefix": p, "b_key": k, "b_expires_at": exp}
+                        for (p, k), exp in refresh.items()
+                    ],
+                )
+            if puts:
+                await self._write(conn, puts, put_vectors, now)
+        return results
+
+    # ------------------------------------------------------------------ reads
+
+    async def _gets(
+        self,
+        conn: AsyncConnection,
+        gets: list[tuple[int, GetOp]],
+        now: datetime,
+        results: list[Result],
+        refresh: dict[tuple[str, str], datetime],
+    ) -> None:
+        wanted = list(dict.fromkeys((join_namespace(op.namespace), op.key) for _, op in gets))
+        rows = (await conn.execute(queries.get_items(self.tenant_id, wanted, now))).all()
+        found = {(row.prefix, row.key): row for row in rows}
+        for i, op in gets:
+            row = found.get((join_namespace(op.namespace), op.key))
+            if row is None:
+                continue
+            results[i] = _item(row)
+            if op.refresh_ttl and row.ttl_minutes is not None:
+                refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
+
+    async def _search(
+        self,
+        conn: AsyncConnection,
+        op: SearchOp,
+        now: datetime,
+        query_vectors: dict[str, list[float]],
+        refresh: dict[tuple[str, str], datetime],
+    ) -> list[SearchItem]:
+        prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
+        dialect = conn.dialect
+        if op.query is None:
+            stmt = queries.search_items(
+                dialect, self.tenant_id, prefix, op.filter, now, limit=op.limit, offset=op.offset
+            )
+            rows = (await conn.execute(stmt)).all()
+            found = [(_search_item(row, None), row) for row in rows]
+        else:
+            index = self._shared.index
+            assert index is not None  # _embed_queries raised otherwise
+            stmt = queries.search_vectors(
+                dialect, self.tenant_id, prefix, op.filter, now, index.model_id
+            )
+            candidates = (await conn.execute(stmt)).all()
+            scores = cosine_scores(query_vectors[op.query], [r.embedding for r in candidates])
+            best: dict[tuple[str, str], tuple[float, Row[Any]]] = {}
+            for score, row in zip(scores, candidates, strict=True):
+                ident = (row.prefix, row.key)
+                if ident not in best or score > best[ident][0]:
+                    best[ident] = (score, row)
+            ranked = sorted(
+                best.values(),
+                key=lambda sr: (-sr[0], -sr[1].updated_at.timestamp(), sr[1].key, sr[1].prefix),
+            )
+            window = ranked[op.offset : op.offset + op.limit]
+            found = [(_search_item(row, score), row) for score, row in window]
+        if op.refresh_ttl:
+            for _, row in found:
+                if row.ttl_minutes is not None:
+                    refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
+        return [item for item, _ in found]
+
+    async def _list_namespaces(
+        self, conn: AsyncConnection, op: ListNamespacesOp, now: datetime
+    ) -> list[tuple[str, ...]]:
+        conditions = tuple(op.match_conditions or ())
+        lower, upper = "", None
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                fixed: list[str] = []
+                for label in condition.path:
+                    if label == "*":
+                        break
+                    fixed.append(label)
+                if fixed:
+                    lower = join_namespace(tuple(fixed))
+                    upper = lower + "/"
+                break
+        rows = await conn.execute(queries.next_namespace(self.tenant_id, now, lower, upper))
+        namespaces = [split_prefix(prefix) for (prefix,) in rows]
+        namespaces = [ns for ns in namespaces if all(_matches(c, ns) for c in conditions)]
+        if op.max_depth is not None:
+            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
+        else:
+            namespaces.sort()
+        return namespaces[op.offset : op.offset + op.limit]
+
+    # ------------------------------------------------------------------ writes
+
+    async def _write(
+        self,
+        conn: AsyncConnection,
+        puts: dict[tuple[str, str], PutOp],
+        put_vectors: dict[tuple[str, str], list[tuple[str, bytes]]],
+        now: datetime,
+    ) -> None:
+        tenant = self.tenant_id
+        removed = [ident for ident, op in puts.items() if op.value is None]
+        rows: list[dict[str, Any]] = []
+        for (prefix, key), op in puts.items():
+            if op.value is None:
+                continue
+            ttl = op.ttl
+            rows.append(
+                {
+                    "tenant_id": tenant,
+                    "prefix": prefix,
+                    "key": key,
+                    "value": dict(op.value),
+                    "created_at": now,
+                    "updated_at": now,
+                    "expires_at": now + timedelta(minutes=ttl) if ttl is not None else None,
+                    "ttl_minutes": float(ttl) if ttl is not None else None,
+                    "index_fields": [] if op.index is False else op.index,
+                }
+            )
+        stale = list(puts) if self._shared.index is not None else removed
+        for start in range(0, len(stale), _CHUNK):
+            await conn.execute(queries.delete_vectors(tenant, stale[start : start + _CHUNK]))
+        for start in range(0, len(removed), _CHUNK):
+            await conn.execute(queries.delete_items(tenant, removed[start : start + _CHUNK]))
+        for start in range(0, len(rows), _CHUNK):
+            await conn.execute(queries.upsert_items(conn.dialect, rows[start : start + _CHUNK]))
+        vector_rows = [
+            {
+                "tenant_id": tenant,
+                "prefix": prefix,
+                "key": key,
+                "field_name": field_name,
+                "model": self._shared.index.model_id if self._shared.index else "",
+                "dims": self._shared.index.dims if self._shared.index else 0,
+                "embedding": blob,
+                "created_at": now,
+            }
+            for (prefix, key), pairs in put_vectors.items()
+            for field_name, blob in pairs
+        ]
+        for start in range(0, len(vector_rows), _CHUNK):
+            await conn.execute(store_vectors.insert(), vector_rows[start : start + _CHUNK])
+
+    # ------------------------------------------------------------------ embeddings
+
+    async def _embed_queries(self, searches: list[SearchOp]) -> dict[str, list[float]]:
+        queries_ = list(dict.fromkeys(op.query for op in searches if op.query is not None))
+        if not queries_:
+            return {}
+        index = self._shared.index
+        if index is None:
+            raise InvalidInput(
+                "semantic search needs an index: configure `store.index` (dims, embed, fields)"
+            )
+        vectors = await asyncio.gather(*(index.embeddings.aembed_query(q) for q in queries_))
+        return dict(zip(queries_, vectors, strict=True))
+
+    async def _embed_puts(
+        self, puts: dict[tuple[str, str], PutOp]
+    ) -> dict[tuple[str, str], list[tuple[str, bytes]]]:
+        index = self._shared.index
+        if index is None:
+            return {}
+        wanted: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for ident, op in puts.items():
+            if op.value is None or op.index is False:
+                continue
+            wanted[ident] = texts_to_embed(index, op.value, op.index)
+        return await embed_fields(index, wanted)
+
+    # ------------------------------------------------------------------ maintenance
+
+    async def sweep_expired(self) -> int:
+        """Delete expired items of every tenant (and their vectors); returns how many.
+
+        Expired items are already invisible to every read; this reclaims their space.
+        """
+        return await sweep(self._shared.engine, self._shared.clock())
+
+    async def reindex(self, *, batch_size: int = 256) -> int:
+        """Re-embed items (every tenant) whose vectors are missing, stale or of another model.
+
+        Run after changing the embedding model or fields (`graphkeep store reindex`).
+        """
+        index = self._shared.index
+        if index is None:
+            raise InvalidInput("reindex needs an index: configure `store.index`")
+        return await reindex_items(self._shared.engine, index, batch_size=batch_size)
+
+    # ------------------------------------------------------------------ public API
+
+    async def aget(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        with _namespace_errors():
+            return await super().aget(namespace, key, refresh_ttl=refresh_ttl)
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        with _namespace_errors():
+            return await super().asearch(
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
+        with _namespace_errors():
+            await super().aput(namespace, key, value, index, ttl=ttl)
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        with _namespace_errors():
+            await super().adelete(namespace, key)
+
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: NamespacePath | None = None,
+        suffix: NamespacePath | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        with _namespace_errors():
+            return await super().alist_namespaces(
+                prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+            )
+
+
+def _check_tenant(tenant_id: str) -> str:
+    if not isinstance(tenant_id, str) or not tenant_id:
+        raise InvalidInput("tenant_id must be a non-empty string")
+    return tenant_id
