@@ -166,13 +166,25 @@ class TextFormatter(logging.Formatter):
 _HANDLER_NAME = "graphkeep"
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at emit time (as logging's last-resort handler does),
+    so redirecting stderr after configure() (test capture, daemon tools) keeps working."""
+
+    def __init__(self) -> None:
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+
 def configure(settings: LogSettings) -> None:
     """Install graphkeep's handler on the root logger (idempotent; replaces an earlier one)."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if handler.get_name() == _HANDLER_NAME:
             root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.set_name(_HANDLER_NAME)
     handler.addFilter(ContextFilter())
     formatter = JsonFormatter() if settings.log_format == "json" else TextFormatter()
