@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+from typing_extensions import TypedDict
 
 
 class ApprovalState(TypedDict, total=False):

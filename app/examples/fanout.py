@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy, Send
+from typing_extensions import TypedDict
 
 
 class FanoutState(TypedDict, total=False):

@@ -7,11 +7,12 @@ thread with thousands of turns does not rewrite its whole history on every check
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, convert_to_messages
 from langgraph.channels import DeltaChannel
 from langgraph.graph import START, StateGraph
+from typing_extensions import TypedDict
 
 from app.examples.fake_model import last_human_text
 
