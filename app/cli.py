@@ -37,7 +37,7 @@ def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
-    from app.main import create_app
+    from app.main import check_startup, create_app
 
     updates: dict[str, object] = {}
     if args.host is not None:
@@ -49,6 +49,13 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.workers is not None:
         updates["workers"] = args.workers
     settings = settings.model_copy(update=updates)
+    try:
+        # Fail fast with one clear line (schema behind, bad langgraph.json entry) instead of
+        # a lifespan traceback from uvicorn.
+        asyncio.run(check_startup(settings))
+    except AppError as exc:
+        print(f"graphkeep: {exc.detail}", file=sys.stderr)
+        return 2
     app = create_app(settings)
     try:
         uvicorn.run(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
 from app.api import assistants, meta, ops, runs, store, threads
@@ -15,10 +17,14 @@ from app.api.errors import install_error_handlers
 from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
 from app.assistants.service import ensure_system_assistants
+from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
+from app.db.engine import create_engine
+from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
 from app.runs.engine import open_run_engine
-from app.state import AppState, StartupStep, open_state
+from app.state import AppState, StartupStep, ensure_schema, open_state
+from app.store import SQLStore, parse_index_config, parse_ttl_config
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -26,9 +32,32 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
+async def _attach_saver(state: AppState) -> None:
+    # No saver.setup(): the schema is Alembic's (ensure_schema has checked or migrated it).
+    key = state.settings.encryption_key
+    serde = make_serde(key.get_secret_value() if key is not None else None)
+    state.saver = SQLSaver(state.engine, serde=serde)
+
+
 async def _attach_graphs(state: AppState) -> None:
     # Imports user modules off the event loop; a bad entry stops start-up naming it.
     state.graphs = await load_registry(state.settings.config_file)
+
+
+def _build_store(engine: AsyncEngine, config: ServerConfig) -> SQLStore:
+    """The Store with langgraph.json's `store.index` / `store.ttl` (a bad one stops start-up)."""
+    index = config.store_index
+    ttl = config.store_ttl
+    return SQLStore(
+        engine,
+        index=parse_index_config(index, base_dir=config.base_dir) if index else None,
+        ttl=parse_ttl_config(ttl) if ttl else None,
+    )
+
+
+async def _attach_store(state: AppState) -> None:
+    # Off the loop: an `embed` given as a file path is imported here.
+    state.store = await asyncio.to_thread(_build_store, state.engine, state.graphs.config)
 
 
 async def _ensure_system_assistants(state: AppState) -> None:
@@ -53,7 +82,28 @@ async def _attach_runs(state: AppState) -> None:
 
 def startup_steps(settings: Settings) -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
-    return [_attach_graphs, _ensure_system_assistants, _attach_runs]
+    return [
+        _attach_saver,
+        _attach_graphs,
+        _attach_store,
+        _ensure_system_assistants,
+        _attach_runs,
+    ]
+
+
+async def check_startup(settings: Settings) -> None:
+    """What `graphkeep serve` checks before binding: the schema and the graph config.
+
+    Raises SchemaBehind or GraphConfigError (both AppError) with a message for the operator.
+    Embedded SQLite is migrated here, exactly as the lifespan would.
+    """
+    engine = create_engine(settings.database_url, null_pool=True)
+    try:
+        await ensure_schema(engine, settings.database_url)
+    finally:
+        await engine.dispose()
+    registry = await load_registry(settings.config_file)
+    await asyncio.to_thread(_build_store, engine, registry.config)
 
 
 def create_app(settings: Settings) -> FastAPI:

@@ -54,11 +54,14 @@ class StoreItem(BaseModel):
     value: dict[str, Any]
     created_at: str
     updated_at: str
-    score: float | None = None
+
+
+class SearchStoreItem(StoreItem):
+    score: float | None  # null without a query
 
 
 class SearchItemsResponse(BaseModel):
-    items: list[StoreItem]
+    items: list[SearchStoreItem]
 
 
 class NamespacesResponse(BaseModel):
