@@ -62,7 +62,11 @@ class RunService:
         stateless = thread_id is None
         prepare.validate(payload, stateless=stateless)
         tenant_id = principal.tenant_id
-        assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
+        try:
+            assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
+        except ValidationFailed:
+            # Neither a UUID nor a registered graph id: an unknown graph (official: 404).
+            raise NotFound(f"Graph '{payload.assistant_id}' not found") from None
         run_id = new_run_id()
         thread_id = new_run_id() if thread_id is None else _uuid(thread_id, "thread_id")
         now = utcnow()

@@ -1,0 +1,167 @@
+"""Test graphs that record every node execution, so "not re-run" is provable.
+
+Each node appends `<tag>:<node>` to the file named by GK_TEST_RECORD_FILE (when set). Nodes
+of `steps` sleep for `state["sleep"]` seconds in `b`, which gives tests a window to kill or
+cancel a run between super-steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import os
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.types import interrupt
+
+
+def record(tag: str, node: str) -> None:
+    path = os.environ.get("GK_TEST_RECORD_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{tag}:{node}\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+class StepsState(TypedDict, total=False):
+    tag: str
+    sleep: float
+    trail: Annotated[list[str], operator.add]
+
+
+def _node(name: str, *, sleeps: bool = False) -> Any:
+    async def run(state: StepsState) -> dict[str, Any]:
+        if sleeps and state.get("sleep"):
+            await asyncio.sleep(float(state["sleep"]))
+        record(state.get("tag", ""), name)
+        return {"trail": [name]}
+
+    run.__name__ = name
+    return run
+
+
+_steps = StateGraph(StepsState)
+_steps.add_node("a", _node("a"))
+_steps.add_node("b", _node("b", sleeps=True))
+_steps.add_node("c", _node("c"))
+_steps.add_edge(START, "a")
+_steps.add_edge("a", "b")
+_steps.add_edge("b", "c")
+_steps.add_edge("c", END)
+steps = _steps.compile(name="steps")
+
+
+class AskState(TypedDict, total=False):
+    tag: str
+    question: str
+    answer: str
+
+
+def _ask(state: AskState) -> dict[str, Any]:
+    answer = interrupt({"question": state.get("question", "ok?")})
+    record(state.get("tag", ""), "ask")
+    return {"answer": answer}
+
+
+def _after(state: AskState) -> dict[str, Any]:
+    record(state.get("tag", ""), "after")
+    return {"answer": f"{state['answer']}!"}
+
+
+_asker = StateGraph(AskState)
+_asker.add_node("ask", _ask)
+_asker.add_node("after", _after)
+_asker.add_edge(START, "ask")
+_asker.add_edge("ask", "after")
+_asker.add_edge("after", END)
+asker = _asker.compile(name="asker")
+
+
+class FailState(TypedDict, total=False):
+    tag: str
+
+
+def _explode(state: FailState) -> dict[str, Any]:
+    raise ValueError("boom: " + state.get("tag", ""))
+
+
+_failing = StateGraph(FailState)
+_failing.add_node("explode", _explode)
+_failing.add_edge(START, "explode")
+failing = _failing.compile(name="failing")
+
+
+class WriterState(TypedDict, total=False):
+    count: int
+    total: int
+
+
+def _write(state: WriterState) -> dict[str, Any]:
+    writer = get_stream_writer()
+    for i in range(int(state.get("count", 3))):
+        writer({"i": i})
+    return {"total": int(state.get("count", 3))}
+
+
+_writer = StateGraph(WriterState)
+_writer.add_node("write", _write)
+_writer.add_edge(START, "write")
+writer = _writer.compile(name="writer")
+
+
+class NestState(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]
+
+
+def _child_step(state: NestState) -> dict[str, Any]:
+    return {"items": ["child"]}
+
+
+_child = StateGraph(NestState)
+_child.add_node("child_step", _child_step)
+_child.add_edge(START, "child_step")
+_child_graph = _child.compile()
+
+
+def _parent_step(state: NestState) -> dict[str, Any]:
+    return {"items": ["parent"]}
+
+
+_nested = StateGraph(NestState)
+_nested.add_node("parent_step", _parent_step)
+_nested.add_node("child", _child_graph)
+_nested.add_edge(START, "parent_step")
+_nested.add_edge("parent_step", "child")
+nested = _nested.compile(name="nested")
+
+
+async def _reply(state: MessagesState) -> dict[str, Any]:
+    text = str(state["messages"][-1].content) if state["messages"] else ""
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=f"echo {text}")]))
+    message = await model.ainvoke(state["messages"])
+    return {"messages": [message]}
+
+
+_chat = StateGraph(MessagesState)
+_chat.add_node("reply", _reply)
+_chat.add_edge(START, "reply")
+chat = _chat.compile(name="chat")
+
+
+class EchoState(TypedDict, total=False):
+    text: str
+
+
+def _echo(state: EchoState) -> dict[str, Any]:
+    return {"text": state.get("text", "")}
+
+
+_echo_builder = StateGraph(EchoState)
+_echo_builder.add_node("echo", _echo)
+_echo_builder.add_edge(START, "echo")
+echo = _echo_builder.compile(name="echo")
