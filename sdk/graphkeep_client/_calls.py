@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -287,6 +287,8 @@ class Credentials(httpx.Auth):
         """httpx hook (sync client)."""
         token = self._token() if callable(self._token) else self._token
         if isinstance(token, Awaitable):
+            if isinstance(token, Coroutine):
+                token.close()  # never awaited: close it so it does not warn later
             raise TypeError("an async token callable needs AsyncClient")
         self._apply(request, token)
         yield request

@@ -15,7 +15,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class RawEvent:
-    """One dispatched event: name, decoded JSON data (None when empty), last seen id."""
+    """One dispatched event: name, decoded JSON data (None when empty), and the id its own
+    block set (None if it had no `id:` line; the decoder's `last_event_id` still persists)."""
 
     event: str
     data: Any
@@ -32,6 +33,7 @@ class SSEDecoder:
         self._event = ""
         self._data: list[bytes] = []
         self._has_fields = False
+        self._own_id: str | None = None
         self.last_event_id: str | None = None
 
     def feed(self, chunk: bytes) -> list[RawEvent]:
@@ -87,14 +89,16 @@ class SSEDecoder:
             self._has_fields = True
         elif name == b"id" and b"\0" not in value:
             self.last_event_id = value.decode(errors="replace") or None
+            self._own_id = self.last_event_id
         return None
 
     def _dispatch(self) -> RawEvent | None:
         if not self._has_fields:
+            self._own_id = None
             return None
         body = b"\n".join(self._data)
-        event = RawEvent(event=self._event, data=_json(body), id=self.last_event_id)
-        self._event, self._data, self._has_fields = "", [], False
+        event = RawEvent(event=self._event, data=_json(body), id=self._own_id)
+        self._event, self._data, self._has_fields, self._own_id = "", [], False, None
         return event
 
 
