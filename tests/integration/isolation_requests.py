@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tests.integration.test_auth_isolation import Seed
+    from tests.integration.isolation_support import Seed
 
 # body fields that refer to a resource, and the seed id that fills them
 ID_FIELDS = {

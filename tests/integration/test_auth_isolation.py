@@ -19,165 +19,68 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from app.config import Settings
-from app.main import create_app
-from tests.authkit import AUDIENCE, HS_SECRET, ISSUER, bearer, claims, hs_token
+from app.api.auth import is_write
 from tests.integration.isolation_requests import body_for, query_for
+from tests.integration.isolation_support import (
+    MARKER,
+    NON_ID_PATH_PARAMS,
+    PATH_PARAM_SOURCES,
+    SKIP_PATHS,
+    Seed,
+    Tenants,
+    open_tenants,
+    seed_tenant,
+    snapshot,
+)
 
-MARKER = "isolation-marker-5e1d"
-GRAPH_ID = "agent"
 REQUEST_TIMEOUT = 20.0
-SKIP_PATHS = frozenset({"/ok", "/info", "/ready", "/metrics", "/openapi.json", "/docs", "/redoc"})
-
-
-@dataclass
-class Seed:
-    """Tenant A's resources (ids) and what the matrix needs to address them."""
-
-    ids: dict[str, str] = field(default_factory=dict)
-    namespace: list[str] = field(default_factory=list)
-    key: str = "item-1"
-
-    def all_ids(self) -> set[str]:
-        return {v for v in self.ids.values() if v}
-
-
-# Which seed id fills a path parameter (by name). Unknown names fail the test on purpose.
-PATH_PARAM_SOURCES = {
-    "assistant_id": "assistant_id",
-    "thread_id": "thread_id",
-    "run_id": "run_id",
-    "checkpoint_id": "checkpoint_id",
-    "cron_id": "cron_id",
-}
-NON_ID_PATH_PARAMS = {"namespace": "a|b"}  # subgraph namespace etc.: not tenant-owned
-
-
-@dataclass
-class Tenants:
-    app: FastAPI
-    a: httpx.AsyncClient
-    b: httpx.AsyncClient
-    spec: dict[str, Any]
-
-    def has(self, method: str, path: str) -> bool:
-        return method.lower() in self.spec["paths"].get(path, {})
+# Core routes that must exist and be swept (the sweep itself covers every route in the spec).
+REQUIRED_COVERAGE = frozenset(
+    {
+        "GET /assistants/{assistant_id}",
+        "PATCH /assistants/{assistant_id}",
+        "DELETE /assistants/{assistant_id}",
+        "POST /assistants/{assistant_id}/versions",
+        "POST /assistants/search",
+        "POST /assistants/count",
+        "GET /threads/{thread_id}",
+        "PATCH /threads/{thread_id}",
+        "DELETE /threads/{thread_id}",
+        "POST /threads/{thread_id}/copy",
+        "GET /threads/{thread_id}/state",
+        "POST /threads/{thread_id}/state",
+        "POST /threads/{thread_id}/history",
+        "POST /threads/search",
+        "POST /threads/count",
+        "POST /threads/prune",
+        "GET /threads/{thread_id}/runs",
+        "POST /threads/{thread_id}/runs",
+        "POST /threads/{thread_id}/runs/wait",
+        "POST /threads/{thread_id}/runs/stream",
+        "GET /threads/{thread_id}/runs/{run_id}",
+        "DELETE /threads/{thread_id}/runs/{run_id}",
+        "GET /threads/{thread_id}/runs/{run_id}/join",
+        "GET /threads/{thread_id}/runs/{run_id}/stream",
+        "POST /threads/{thread_id}/runs/{run_id}/cancel",
+        "POST /runs/cancel",
+        "PUT /store/items",
+        "GET /store/items",
+        "DELETE /store/items",
+        "POST /store/items/search",
+        "POST /store/namespaces",
+    }
+)
 
 
 @pytest.fixture
 async def tenants(db_url: str) -> AsyncIterator[Tenants]:
-    settings = Settings(
-        database_url=db_url,
-        auth="jwt",
-        jwt_secret=HS_SECRET,
-        jwt_issuer=ISSUER,
-        jwt_audience=AUDIENCE,
-        workers=1,
-    )
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        token_a = hs_token(claims(tenant="tenant-a", sub="alice", ttl=3600))
-        token_b = hs_token(claims(tenant="tenant-b", sub="bob", ttl=3600))
-        async with (
-            httpx.AsyncClient(
-                transport=transport, base_url="http://t", headers=bearer(token_a)
-            ) as a,
-            httpx.AsyncClient(
-                transport=transport, base_url="http://t", headers=bearer(token_b)
-            ) as b,
-        ):
-            yield Tenants(app=app, a=a, b=b, spec=app.openapi())
-
-
-def _ok(r: httpx.Response) -> Any:
-    assert r.status_code < 300, f"{r.request.method} {r.request.url.path}: {r.status_code} {r.text}"
-    return r.json() if r.content.strip() else None
-
-
-async def seed_tenant(t: Tenants) -> Seed:
-    """Create A's resources through the API routes that exist right now."""
-    seed = Seed(namespace=["isolation", MARKER])
-    c = t.a
-    if t.has("post", "/assistants"):
-        body = {"graph_id": GRAPH_ID, "name": MARKER, "metadata": {"marker": MARKER}}
-        seed.ids["assistant_id"] = _ok(await c.post("/assistants", json=body))["assistant_id"]
-    if t.has("post", "/threads"):
-        body = {"metadata": {"marker": MARKER, "graph_id": GRAPH_ID}}
-        seed.ids["thread_id"] = _ok(await c.post("/threads", json=body))["thread_id"]
-    thread = seed.ids.get("thread_id")
-    if thread and t.has("post", "/threads/{thread_id}/runs/wait"):
-        run_input = {"messages": [{"role": "human", "content": MARKER}]}
-        body = {
-            "assistant_id": seed.ids.get("assistant_id", GRAPH_ID),
-            "input": run_input,
-            "metadata": {"marker": MARKER},
-        }
-        _ok(await c.post(f"/threads/{thread}/runs/wait", json=body))
-        runs = _ok(await c.get(f"/threads/{thread}/runs"))
-        seed.ids["run_id"] = runs[0]["run_id"]
-    elif thread and t.has("post", "/threads/{thread_id}/state"):
-        body = {"values": {"messages": [{"role": "human", "content": MARKER}]}}
-        _ok(await c.post(f"/threads/{thread}/state", json=body))
-    if thread and t.has("get", "/threads/{thread_id}/state"):
-        state = _ok(await c.get(f"/threads/{thread}/state"))
-        if state.get("checkpoint"):
-            seed.ids["checkpoint_id"] = state["checkpoint"]["checkpoint_id"]
-    if t.has("post", "/threads") and t.has("post", "/threads/{thread_id}/runs"):
-        # a second thread with a run that stays pending: cancels must not reach it
-        pending_thread = _ok(await c.post("/threads", json={"metadata": {"marker": MARKER}}))
-        body = {"assistant_id": GRAPH_ID, "input": {"messages": []}, "after_seconds": 3600}
-        run = _ok(await c.post(f"/threads/{pending_thread['thread_id']}/runs", json=body))
-        seed.ids["pending_thread_id"] = pending_thread["thread_id"]
-        seed.ids["pending_run_id"] = run["run_id"]
-    if t.has("put", "/store/items"):
-        body = {"namespace": seed.namespace, "key": seed.key, "value": {"marker": MARKER}}
-        _ok(await c.put("/store/items", json=body))
-    return seed
-
-
-async def snapshot(t: Tenants, seed: Seed) -> dict[str, Any]:
-    """Everything A can read about its own resources (compared before and after B's sweep)."""
-    c = t.a
-    out: dict[str, Any] = {}
-    reads = []
-    if "assistant_id" in seed.ids:
-        reads.append(("assistant", "GET", f"/assistants/{seed.ids['assistant_id']}", None))
-    for key in ("thread_id", "pending_thread_id"):
-        if key in seed.ids:
-            tid = seed.ids[key]
-            reads.append((key, "GET", f"/threads/{tid}", None))
-            reads.append((f"{key}.state", "GET", f"/threads/{tid}/state", None))
-            reads.append((f"{key}.history", "POST", f"/threads/{tid}/history", {"limit": 100}))
-            reads.append((f"{key}.runs", "GET", f"/threads/{tid}/runs", None))
-    if seed.namespace:
-        ns = ".".join(seed.namespace)
-        reads.append(("item", "GET", f"/store/items?namespace={ns}&key={seed.key}", None))
-    for name, method, url, body in reads:
-        path = url.split("?")[0]
-        template = _template_for(t, method, path)
-        if template is None:
-            continue
-        r = await c.request(method, url, json=body)
-        out[name] = (r.status_code, r.json() if r.content.strip() else None)
-    return out
-
-
-def _template_for(t: Tenants, method: str, path: str) -> str | None:
-    parts = path.strip("/").split("/")
-    for template, ops in t.spec["paths"].items():
-        tparts = template.strip("/").split("/")
-        if len(tparts) == len(parts) and method.lower() in ops:
-            if all(tp == p or tp.startswith("{") for tp, p in zip(tparts, parts, strict=True)):
-                return template
-    return None
+    async with open_tenants(db_url) as t:
+        yield t
 
 
 def _operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -223,60 +126,107 @@ def _leaks(r: httpx.Response, seed: Seed) -> list[str]:
     return [s for s in [*seed.all_ids(), MARKER] if s in r.text and s not in sent]
 
 
+async def _check_id_endpoint(
+    t: Tenants,
+    method: str,
+    path: str,
+    ids: dict[str, str],
+    fresh: dict[str, str],
+    body: Any,
+    query: dict[str, Any],
+    seed: Seed,
+    *,
+    require_error: bool = True,
+) -> list[str]:
+    """B using `ids` (some of them A's) must get exactly what B gets for `fresh` ids."""
+    fixed = dict(NON_ID_PATH_PARAMS)
+    r_a = await _call(t.b, method, _fill(_fill(path, ids), fixed), body, query)
+    r_fresh = await _call(t.b, method, _fill(_fill(path, fresh), fixed), body, query)
+    problems = []
+    if (
+        r_a.status_code == 422
+        or r_a.status_code >= 500
+        or (require_error and r_a.status_code < 400)
+    ):
+        problems.append(f"{method} {path}: B with A's ids got {r_a.status_code} {r_a.text}")
+    if r_a.status_code != r_fresh.status_code or _mask(r_a.text, ids) != _mask(r_fresh.text, fresh):
+        problems.append(
+            f"{method} {path}: differs from a missing id: {r_a.status_code} {r_a.text[:200]} "
+            f"vs {r_fresh.status_code} {r_fresh.text[:200]}"
+        )
+    if _leaks(r_a, seed):
+        problems.append(f"{method} {path}: response leaks {_leaks(r_a, seed)}")
+    return problems
+
+
 async def test_cross_tenant_matrix(tenants: Tenants) -> None:
     t = tenants
     seed = await seed_tenant(t)
+    own_thread = (await t.b.post("/threads", json={})).json()["thread_id"]
     before = await snapshot(t, seed)
     problems: list[str] = []
-    covered_with_ids: list[str] = []
+    covered: list[str] = []
+    operations = _operations(t.spec)
 
-    for method, path, op in _operations(t.spec):
+    # 1. reads without ids, while B owns (almost) nothing: no trace of A; counts below A's
+    for method, path, op in operations:
+        if _path_params(path) or is_write(method, path):
+            continue
+        body, query = body_for(t.spec, op, seed), query_for(op, seed)
+        r_b = await _call(t.b, method, path, body, query)
+        covered.append(f"{method} {path}")
+        if r_b.status_code >= 500:
+            problems.append(f"{method} {path}: {r_b.status_code} {r_b.text[:200]}")
+        if _leaks(r_b, seed):
+            problems.append(f"{method} {path}: B's response leaks {_leaks(r_b, seed)}")
+        if path.endswith("/count"):
+            r_a = await _call(t.a, method, path, body, query)
+            if not (r_a.status_code == r_b.status_code == 200 and r_b.json() < r_a.json()):
+                problems.append(f"{method} {path}: B counts {r_b.text}, A counts {r_a.text}")
+
+    # 2. every operation with an id in its path: A's ids behave exactly like missing ones
+    for method, path, op in operations:
         params = _path_params(path)
         unknown = [p for p in params if p not in PATH_PARAM_SOURCES and p not in NON_ID_PATH_PARAMS]
         if unknown:
             problems.append(f"{method} {path}: unknown path params {unknown}")
             continue
         id_params = [p for p in params if p in PATH_PARAM_SOURCES]
-        body = body_for(t.spec, op, seed)
-        query = query_for(op, seed)
-        if id_params:
-            sources = [PATH_PARAM_SOURCES[p] for p in id_params]
-            if any(s not in seed.ids for s in sources):
-                problems.append(f"{method} {path}: no seeded {sources} (seed route missing?)")
-                continue
-            a_ids = {p: seed.ids[PATH_PARAM_SOURCES[p]] for p in id_params}
-            fresh = {p: str(uuid.uuid4()) for p in id_params}
-            fixed = dict(NON_ID_PATH_PARAMS)
-            a_url = _fill(_fill(path, a_ids), fixed)
-            fresh_url = _fill(_fill(path, fresh), fixed)
-            r_a = await _call(t.b, method, a_url, body, query)
-            r_fresh = await _call(t.b, method, fresh_url, body, query)
-            covered_with_ids.append(f"{method} {path}")
-            if r_a.status_code == 422 or r_a.status_code >= 500 or r_a.status_code < 400:
-                problems.append(f"{method} {path}: B with A's ids got {r_a.status_code} {r_a.text}")
-            if r_a.status_code != r_fresh.status_code or _mask(r_a.text, a_ids) != _mask(
-                r_fresh.text, fresh
-            ):
-                problems.append(
-                    f"{method} {path}: differs from a missing id: "
-                    f"{r_a.status_code} {r_a.text[:200]} vs "
-                    f"{r_fresh.status_code} {r_fresh.text[:200]}"
-                )
-            if _leaks(r_a, seed):
-                problems.append(f"{method} {path}: response leaks {_leaks(r_a, seed)}")
-        else:
-            r_b = await _call(t.b, method, path, body, query)
-            if r_b.status_code >= 500:
-                problems.append(f"{method} {path}: {r_b.status_code} {r_b.text[:200]}")
-            if _leaks(r_b, seed):
-                problems.append(f"{method} {path}: B's response leaks {_leaks(r_b, seed)}")
-            if path.endswith("/count") and r_b.status_code == 200:
-                r_own = await _call(t.a, method, path, body, query)
-                if not r_b.json() < r_own.json():
-                    problems.append(f"{method} {path}: B counts {r_b.json()}, A {r_own.json()}")
+        if not id_params:
+            continue
+        missing = [
+            PATH_PARAM_SOURCES[p] for p in id_params if PATH_PARAM_SOURCES[p] not in seed.ids
+        ]
+        if missing:
+            problems.append(f"{method} {path}: nothing seeded for {missing}")
+            continue
+        body, query = body_for(t.spec, op, seed), query_for(op, seed)
+        a_ids = {p: seed.ids[PATH_PARAM_SOURCES[p]] for p in id_params}
+        fresh = {p: str(uuid.uuid4()) for p in id_params}
+        problems += await _check_id_endpoint(t, method, path, a_ids, fresh, body, query, seed)
+        covered.append(f"{method} {path}")
+        if "thread_id" in a_ids and len(a_ids) > 1:
+            # B's own thread with A's run / checkpoint: still exactly like a missing one
+            mixed = {**a_ids, "thread_id": own_thread}
+            fresh_mixed = {**fresh, "thread_id": own_thread}
+            problems += await _check_id_endpoint(
+                t, method, path, mixed, fresh_mixed, body, query, seed, require_error=False
+            )
+
+    # 3. writes without path ids (their bodies point at A's ids and namespace): no leak, no 5xx
+    for method, path, op in operations:
+        if _path_params(path) or not is_write(method, path):
+            continue
+        body, query = body_for(t.spec, op, seed), query_for(op, seed)
+        r_b = await _call(t.b, method, path, body, query)
+        covered.append(f"{method} {path}")
+        if r_b.status_code >= 500:
+            problems.append(f"{method} {path}: {r_b.status_code} {r_b.text[:200]}")
+        if _leaks(r_b, seed):
+            problems.append(f"{method} {path}: B's response leaks {_leaks(r_b, seed)}")
 
     after = await snapshot(t, seed)
     assert not problems, "\n".join(problems)
     assert after == before, "tenant A's data changed after tenant B's requests"
-    if not covered_with_ids:  # TODO(issue 6): becomes a required-route list once they land
-        pytest.skip("the API has no endpoint with an id path parameter yet")
+    missing_routes = sorted(REQUIRED_COVERAGE - set(covered))
+    assert not missing_routes, f"routes the matrix must cover are missing: {missing_routes}"
