@@ -48,14 +48,17 @@ def live(now: datetime) -> ColumnElement[bool]:
 
 
 def prefix_condition(column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
-    """`column` is the namespace `prefix` or lies below it, as two index range probes.
+    """`column` is the namespace `prefix` or lies below it: one index range scan.
 
-    A plain `LIKE 'a.b%'` would also match the sibling "a.bc"; the range ["a.b.", "a.b/")
-    holds exactly the descendants (byte order: collation C on PostgreSQL, SQLite's default).
+    A plain `LIKE 'a.b%'` would also match the sibling "a.bc". In byte order (collation C on
+    PostgreSQL, SQLite's default) every "a.b.<anything>" lies in ["a.b.", "a.b/"), and the
+    namespace itself plus its descendants in ["a.b", "a.b/").
     """
-    return or_(
-        column == prefix,
-        and_(column >= prefix + ".", column < prefix + _AFTER_SEPARATOR),
+    return and_(
+        column >= prefix,
+        column < prefix + _AFTER_SEPARATOR,
+        # one index range above; this residual drops siblings such as "a.b-x" or "a.b x"
+        or_(column == prefix, column >= prefix + "."),
     )
 
 
