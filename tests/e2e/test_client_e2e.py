@@ -1,0 +1,316 @@
+"""graphkeep_client against a live `graphkeep serve` (example graphs, SQLite temp file).
+
+One server for the module on a free loopback port. The stream resume test puts a TCP proxy in
+front of it that cuts the first run stream mid-body, so the client's reconnect with
+Last-Event-ID runs against the real join-stream endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from graphkeep_client import (
+    AsyncClient,
+    Checkpoint,
+    Client,
+    Command,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    StreamEvent,
+)
+from tests.e2e.runs_server import ROOT, serve
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLES = ROOT / "app" / "examples" / "langgraph.json"
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    tmp: Path = tmp_path_factory.mktemp("client_e2e")
+    db_url = f"sqlite+aiosqlite:///{tmp / 'client.db'}"
+    with serve(db_url, tmp, workers=2, env={"GRAPHKEEP_CONFIG_FILE": str(EXAMPLES)}) as proc:
+        assert proc.url is not None
+        yield proc.url
+
+
+@pytest.fixture
+def client(url: str) -> Iterator[Client]:
+    with Client(url, max_retries=1, backoff=0.05) as c:
+        yield c
+
+
+def human(text: str) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def test_health_and_info(client: Client) -> None:
+    assert client.health().ok is True
+    info = client.info()
+    assert info.version and info.flags["assistants"] is True
+
+
+def test_assistant_lifecycle_with_versions(client: Client) -> None:
+    tag = uuid.uuid4().hex
+    created = client.assistants.create("agent", name="a", metadata={"tag": tag})
+    assert (created.graph_id, created.version) == ("agent", 1)
+    assert client.assistants.get(created.assistant_id) == created
+
+    updated = client.assistants.update(created.assistant_id, name="b", metadata={"more": 1})
+    assert (updated.version, updated.name) == (2, "b")
+    assert updated.metadata == {"tag": tag, "more": 1}
+    assert [v.version for v in client.assistants.versions(created.assistant_id)] == [2, 1]
+    assert client.assistants.set_latest(created.assistant_id, 1).name == "a"
+
+    assert [a.assistant_id for a in client.assistants.search(metadata={"tag": tag})] == [
+        created.assistant_id
+    ]
+    assert client.assistants.count(metadata={"tag": tag}) == 1
+    with pytest.raises(Conflict):
+        client.assistants.create("agent", assistant_id=created.assistant_id)
+    same = client.assistants.create(
+        "agent", assistant_id=created.assistant_id, if_exists="do_nothing"
+    )
+    assert same.assistant_id == created.assistant_id
+
+    client.assistants.delete(created.assistant_id)
+    with pytest.raises(NotFound) as info:
+        client.assistants.get(created.assistant_id)
+    assert info.value.status == 404 and info.value.detail
+
+
+def test_thread_lifecycle(client: Client) -> None:
+    tag = uuid.uuid4().hex
+    thread = client.threads.create(metadata={"tag": tag})
+    assert thread.status == "idle" and thread.metadata == {"tag": tag}
+    assert client.threads.update(thread.thread_id, metadata={"n": 1}).metadata == {
+        "tag": tag,
+        "n": 1,
+    }
+    copy = client.threads.copy(thread.thread_id)
+    assert copy.thread_id != thread.thread_id and copy.metadata["tag"] == tag
+    found = {t.thread_id for t in client.threads.search(metadata={"tag": tag})}
+    assert found == {thread.thread_id, copy.thread_id}
+    assert client.threads.count(metadata={"tag": tag}) == 2
+    assert client.threads.prune([copy.thread_id]) == 1
+    client.threads.delete(thread.thread_id)
+    with pytest.raises(NotFound):
+        client.threads.get(thread.thread_id)
+    with pytest.raises(InvalidInput):
+        client.threads.get("not-a-uuid")
+
+
+def test_store_remember_a_fact(client: Client) -> None:
+    ns = ("users", uuid.uuid4().hex, "facts")
+    client.store.put(ns, "tea", {"text": "likes green tea", "kind": "preference"})
+    client.store.put(ns, "city", {"text": "lives in Lyon", "kind": "place"}, ttl=60)
+    item = client.store.get(ns, "tea")
+    assert item is not None and item.value["text"] == "likes green tea"
+    assert item.namespace == ns and item.created_at is not None
+    assert [i.key for i in client.store.search(ns[:2], filter={"kind": "place"})] == ["city"]
+    assert ns in client.store.list_namespaces(prefix=ns[:2])
+    client.store.delete(ns, "tea")
+    assert client.store.get(ns, "tea") is None
+    client.store.delete(ns, "tea")  # deleting twice is fine
+
+
+def test_chat_stream_then_join(client: Client) -> None:
+    thread = client.threads.create()
+    stream = client.runs.stream(
+        thread.thread_id, "agent", input=human("hello"), stream_mode=["values", "messages"]
+    )
+    events = list(stream)
+    assert events[0].run_metadata is not None and stream.run_id == events[0].run_metadata.run_id
+    partial = [
+        e.messages[0]["content"] for e in events if e.event == "messages/partial" and e.messages
+    ]
+    assert partial and partial[-1] == "You said: hello"
+    final = [e.values for e in events if e.values is not None][-1]
+    assert final["messages"][-1]["content"] == "You said: hello"
+
+    assert stream.run_id is not None
+    run = client.runs.get(thread.thread_id, stream.run_id)
+    assert run.status == "success" and run.done
+    assert client.runs.join(thread.thread_id, stream.run_id)["messages"][-1]["content"] == (
+        "You said: hello"
+    )
+    assert [r.run_id for r in client.runs.list(thread.thread_id)] == [stream.run_id]
+    assert client.threads.get(thread.thread_id).status == "idle"
+
+
+def test_approve_an_interrupt(client: Client) -> None:
+    thread = client.threads.create()
+    paused = client.runs.wait(thread.thread_id, "approval", input={"request": "deploy"})
+    assert paused["__interrupt__"][0]["value"]["proposal"] == "execute: deploy"
+    state = client.threads.get_state(thread.thread_id)
+    assert state.next == ["review"] and state.interrupts[0].value["question"]
+    assert client.threads.get(thread.thread_id).status == "interrupted"
+
+    done = client.runs.wait(thread.thread_id, "approval", command=Command(resume=True))
+    assert done["result"] == "done: execute: deploy"
+    assert client.threads.get_state(thread.thread_id).next == []
+
+
+def test_fork_from_history(client: Client) -> None:
+    # Fork 1: a chat, forked after the first turn with a different second message.
+    chat = client.threads.create()
+    client.runs.wait(chat.thread_id, "agent", input=human("first"))
+    client.runs.wait(chat.thread_id, "agent", input=human("second"))
+    after_first = next(
+        s
+        for s in client.threads.get_history(chat.thread_id, limit=20)
+        if len(s.values.get("messages", [])) == 2
+    )
+    assert after_first.checkpoint is not None
+    forked_chat = client.runs.wait(
+        chat.thread_id, "agent", input=human("other"), checkpoint=after_first.checkpoint
+    )
+    assert [m["content"] for m in forked_chat["messages"]] == [
+        "first",
+        "You said: first",
+        "other",
+        "You said: other",
+    ]
+
+    # Fork 2: write state as if `review` had answered differently, then continue from there.
+    thread = client.threads.create()
+    client.runs.wait(thread.thread_id, "approval", input={"request": "deploy"})
+    client.runs.wait(thread.thread_id, "approval", command=Command(resume=True))
+    history = client.threads.get_history(thread.thread_id, limit=20)
+    assert history[0].values["result"] == "done: execute: deploy"
+    at_review = next(s for s in history if s.next == ["review"])
+    assert at_review.checkpoint is not None
+    fork = client.threads.update_state(
+        thread.thread_id, {"approved": False}, as_node="review", checkpoint=at_review.checkpoint
+    )
+    assert isinstance(fork, Checkpoint) and fork.checkpoint_id
+    forked = client.threads.get_state(thread.thread_id, checkpoint=fork)
+    assert forked.next == ["execute"]
+    assert forked.parent_checkpoint is not None
+    assert forked.parent_checkpoint.checkpoint_id == at_review.checkpoint.checkpoint_id
+    assert client.runs.wait(thread.thread_id, "approval", input=None)["result"] == "rejected"
+
+
+def test_run_errors_and_cancel(client: Client) -> None:
+    missing = str(uuid.uuid4())
+    with pytest.raises(NotFound):
+        client.runs.wait(missing, "agent", input=human("x"))
+    with pytest.raises(NotFound):
+        client.runs.create(None, "no-such-graph", input={})
+
+    thread = client.threads.create()
+    later = client.runs.create(thread.thread_id, "agent", input=human("x"), after_seconds=60)
+    assert later.status == "pending"
+    with pytest.raises(Conflict):
+        client.runs.create(thread.thread_id, "agent", input={}, multitask_strategy="reject")
+    client.runs.cancel(thread.thread_id, later.run_id)
+    assert client.runs.get(thread.thread_id, later.run_id).status == "interrupted"
+    with pytest.raises(NotFound):  # nothing left to cancel
+        client.runs.cancel(thread.thread_id, later.run_id)
+
+
+async def test_stream_cut_mid_way_resumes_exactly_once(url: str) -> None:
+    upstream = url.removeprefix("http://")
+    host, port = upstream.split(":")
+    async with _CuttingProxy(host, int(port), cut_after=900) as proxy_url:
+        async with AsyncClient(proxy_url, backoff=0.05) as client:
+            thread = await client.threads.create()
+            stream = client.runs.stream(
+                thread.thread_id,
+                "agent",
+                input=human("resume me please"),
+                stream_mode=["values", "messages"],
+                stream_resumable=True,
+            )
+            got: list[StreamEvent] = [event async for event in stream]
+            assert stream.run_id is not None
+            replay = client.runs.join_stream(thread.thread_id, stream.run_id, last_event_id="-1")
+            everything = [event async for event in replay]
+    assert proxy_url and _CuttingProxy.cuts == 1
+    ids = [e.id for e in got]
+    assert len(ids) == len(set(ids)) and None not in ids  # exactly once
+    assert [(e.event, e.data, e.id) for e in got] == [
+        (e.event, e.data, e.id) for e in everything
+    ]  # and nothing lost
+    assert got[-1].values is not None
+
+
+class _CuttingProxy:
+    """TCP proxy that drops the first run-stream connection after `cut_after` response bytes."""
+
+    cuts = 0
+
+    def __init__(self, host: str, port: int, *, cut_after: int) -> None:
+        self._upstream = (host, port)
+        self._cut_after = cut_after
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        type(self).cuts = 0
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await task
+        await self._server.wait_closed()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        cut = asyncio.Event()
+        try:
+            await asyncio.gather(
+                self._pipe(reader, up_writer, cut, watch=None),
+                self._pipe(up_reader, writer, cut, watch=self),
+            )
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            for w in (writer, up_writer):
+                w.close()
+            self._tasks.discard(task)
+
+    async def _pipe(
+        self,
+        src: asyncio.StreamReader,
+        dst: asyncio.StreamWriter,
+        cut: asyncio.Event,
+        *,
+        watch: _CuttingProxy | None,
+    ) -> None:
+        sent = 0
+        while not cut.is_set():
+            chunk = await src.read(256)
+            if not chunk:
+                break
+            if watch is not None and type(self).cuts == 0 and b"text/event-stream" in chunk:
+                sent = max(sent, 1)  # this connection carries the first stream
+            if sent:
+                sent += len(chunk)
+                if sent > self._cut_after:
+                    type(self).cuts += 1
+                    cut.set()
+                    dst.transport.abort()  # a hard drop, mid-body
+                    return
+            dst.write(chunk)
+            await dst.drain()
+        cut.set()
+        with contextlib.suppress(OSError):
+            dst.write_eof()
