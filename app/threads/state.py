@@ -78,7 +78,11 @@ def _task_json(task: Any) -> JSONObject:
     if isinstance(nested, StateSnapshot):
         result["state"] = snapshot_to_state(nested).model_dump(mode="json")
     elif nested:
-        result["checkpoint"] = _checkpoint_json(nested)
+        # A subgraph task's config: {thread_id, checkpoint_ns} (checkpoint_id once it has one).
+        configurable = nested.get("configurable") or {}
+        result["checkpoint"] = {
+            k: configurable[k] for k in CHECKPOINT_KEYS if configurable.get(k) is not None
+        } or None
     return result
 
 
