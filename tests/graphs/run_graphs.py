@@ -14,8 +14,10 @@ from typing import Annotated, Any, TypedDict
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
 
@@ -165,3 +167,51 @@ _echo_builder = StateGraph(EchoState)
 _echo_builder.add_node("echo", _echo)
 _echo_builder.add_edge(START, "echo")
 echo = _echo_builder.compile(name="echo")
+
+
+class SeenState(TypedDict, total=False):
+    seen: dict[str, Any]
+
+
+def _introspect(state: SeenState, config: RunnableConfig, runtime: Runtime[Any]) -> dict[str, Any]:
+    configurable = config.get("configurable", {})
+    keys = (
+        "x-user-id",
+        "user-agent",
+        "x-api-key",
+        "authorization",
+        "langgraph_auth_user_id",
+        "tenant_id",
+        "run_id",
+        "assistant_id",
+        "graph_id",
+        "mine",
+    )
+    seen = {k: configurable.get(k) for k in keys}
+    seen["context"] = runtime.context
+    seen["tags"] = config.get("tags")
+    return {"seen": seen}
+
+
+_introspect_builder = StateGraph(SeenState)
+_introspect_builder.add_node("introspect", _introspect)
+_introspect_builder.add_edge(START, "introspect")
+introspect = _introspect_builder.compile(name="introspect")
+
+
+class GotoState(TypedDict, total=False):
+    trail: Annotated[list[str], operator.add]
+
+
+def _goto_node(name: str) -> Any:
+    def run(state: GotoState) -> dict[str, Any]:
+        return {"trail": [name]}
+
+    return run
+
+
+_goto_builder = StateGraph(GotoState)
+_goto_builder.add_node("first", _goto_node("first"))
+_goto_builder.add_node("second", _goto_node("second"))
+_goto_builder.add_edge(START, "first")
+jumps = _goto_builder.compile(name="jumps")
