@@ -62,7 +62,14 @@ def build_history_query(
     def version_of(i: int) -> Any:
         return cast(CP.value_versions[channels[i]].as_string(), Text).label(f"ver_{i}")
 
+    # The chain carries its own tenant / thread / namespace and every join below matches on
+    # those columns rather than on constants: the joined table then has no restriction of its
+    # own, so even on a never-analyzed table PostgreSQL probes the primary key per chain row
+    # instead of scanning the thread's prefix for each one.
     anchor = select(
+        CP.tenant_id,
+        CP.thread_id,
+        CP.checkpoint_ns,
         CP.checkpoint_id,
         CP.parent_checkpoint_id,
         literal(0, Integer).label("depth"),
@@ -81,6 +88,9 @@ def build_history_query(
     parent = checkpoints.alias("parent")
     step = (
         select(
+            parent.c.tenant_id,
+            parent.c.thread_id,
+            parent.c.checkpoint_ns,
             parent.c.checkpoint_id,
             parent.c.parent_checkpoint_id,
             (ch.depth + 1).label("depth"),
@@ -94,9 +104,9 @@ def build_history_query(
             chain.join(
                 parent,
                 and_(
-                    parent.c.tenant_id == tenant_id,
-                    parent.c.thread_id == thread_id,
-                    parent.c.checkpoint_ns == checkpoint_ns,
+                    parent.c.tenant_id == ch.tenant_id,
+                    parent.c.thread_id == ch.thread_id,
+                    parent.c.checkpoint_ns == ch.checkpoint_ns,
                     parent.c.checkpoint_id == ch.parent_checkpoint_id,
                 ),
             )
@@ -124,9 +134,9 @@ def build_history_query(
                 chain.join(
                     checkpoint_writes,
                     and_(
-                        WR.tenant_id == tenant_id,
-                        WR.thread_id == thread_id,
-                        WR.checkpoint_ns == checkpoint_ns,
+                        WR.tenant_id == ch.tenant_id,
+                        WR.thread_id == ch.thread_id,
+                        WR.checkpoint_ns == ch.checkpoint_ns,
                         WR.checkpoint_id == ch.checkpoint_id,
                         WR.channel == channel,
                     ),
@@ -149,9 +159,9 @@ def build_history_query(
                 chain.join(
                     checkpoint_blobs,
                     and_(
-                        BL.tenant_id == tenant_id,
-                        BL.thread_id == thread_id,
-                        BL.checkpoint_ns == checkpoint_ns,
+                        BL.tenant_id == ch.tenant_id,
+                        BL.thread_id == ch.thread_id,
+                        BL.checkpoint_ns == ch.checkpoint_ns,
                         BL.channel == channel,
                         BL.version == ch[f"ver_{i}"],
                     ),
@@ -175,9 +185,9 @@ def build_history_query(
                 chain.join(
                     seed_cp,
                     and_(
-                        seed_cp.c.tenant_id == tenant_id,
-                        seed_cp.c.thread_id == thread_id,
-                        seed_cp.c.checkpoint_ns == checkpoint_ns,
+                        seed_cp.c.tenant_id == ch.tenant_id,
+                        seed_cp.c.thread_id == ch.thread_id,
+                        seed_cp.c.checkpoint_ns == ch.checkpoint_ns,
                         seed_cp.c.checkpoint_id == ch.checkpoint_id,
                     ),
                 )
