@@ -14,8 +14,10 @@ from sqlalchemy import exists, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.db.dialect import insert_for
 from app.db.tables import runs, threads
 from app.db.types import utcnow
+from app.errors import Conflict
 
 _UNSET: Any = object()
 
@@ -40,10 +42,17 @@ async def insert_thread_for_run(
     metadata: dict[str, Any],
     now: datetime | None = None,
 ) -> None:
-    """Create the thread a run asked for (`if_not_exists=create`, stateless runs), idle."""
+    """Create the thread a run asked for (`if_not_exists=create`, stateless runs), idle.
+
+    Raises Conflict when the id is taken, by this tenant or another.
+    """
     now = now or utcnow()
-    await conn.execute(
-        threads.insert().values(
+    # ON CONFLICT DO NOTHING, not a caught IntegrityError: that would abort a PostgreSQL
+    # transaction. A taken id (another tenant's thread, or a concurrent create) is a 409 worded
+    # like any duplicate, so it reveals nothing about the owner.
+    result = await conn.execute(
+        insert_for(conn.dialect, threads)
+        .values(
             thread_id=thread_id,
             tenant_id=tenant_id,
             status="idle",
@@ -56,7 +65,10 @@ async def insert_thread_for_run(
             updated_at=now,
             state_updated_at=now,
         )
+        .on_conflict_do_nothing(index_elements=["thread_id"])
     )
+    if result.rowcount == 0:
+        raise Conflict(f"Thread '{thread_id}' already exists")
 
 
 async def mark_thread_busy(
