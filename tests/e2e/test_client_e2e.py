@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,6 +216,27 @@ def test_run_errors_and_cancel(client: Client) -> None:
     assert client.runs.get(thread.thread_id, later.run_id).status == "interrupted"
     with pytest.raises(NotFound):  # nothing left to cancel
         client.runs.cancel(thread.thread_id, later.run_id)
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("chat.py", "agent: You said: Hello there"),
+        ("approve_interrupt.py", "approved -> done: execute: deploy v2"),
+        ("fork_from_history.py", "'Actually, juice', 'You said: Actually, juice'"),
+        ("remember_fact.py", "My dog is called Rex"),
+    ],
+)
+def test_examples_run(url: str, script: str, expected: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout
 
 
 async def test_stream_cut_mid_way_resumes_exactly_once(url: str) -> None:
