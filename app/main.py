@@ -22,6 +22,7 @@ from app.config import Settings
 from app.db.engine import create_engine
 from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
+from app.ops.retention import build_sweepers
 from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
@@ -80,6 +81,19 @@ async def _attach_runs(state: AppState) -> None:
     state.exit_stack.push_async_callback(engine.aclose)
 
 
+async def _start_retention(state: AppState) -> None:
+    # Thread TTL, stream-event expiry and Store TTL sweeps, owned (cancelled on close).
+    sweepers = build_sweepers(
+        engine=state.engine,
+        saver=state.saver,
+        store=state.store,
+        checkpointer_ttl=state.graphs.config.checkpointer_ttl,
+        sweep_interval_seconds=state.settings.sweep_interval_seconds,
+    )
+    for name, loop in sweepers.loops().items():
+        state.spawn(loop, name=name)
+
+
 def startup_steps(settings: Settings) -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
     return [
@@ -88,6 +102,7 @@ def startup_steps(settings: Settings) -> list[StartupStep]:
         _attach_store,
         _ensure_system_assistants,
         _attach_runs,
+        _start_retention,
     ]
 
 

@@ -21,7 +21,9 @@ from pydantic import SecretStr
 
 from app import metrics
 from app.config import Settings
+from app.db.engine import create_engine
 from app.main import create_app
+from app.ops.sampler import sample_pool
 
 
 def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -120,11 +122,26 @@ async def test_helpers_record_labelled_samples(client: httpx.AsyncClient) -> Non
     assert delta("graphkeep_stream_subscribers") == 1
 
 
-async def test_pool_gauge_is_sampled_at_scrape(client: httpx.AsyncClient) -> None:
-    text = (await client.get("/metrics")).text
-    # the scrape's own queue query has returned its connection by now
-    assert _value(text, "graphkeep_db_pool_connections_in_use") == 0
-    assert _value(text, "graphkeep_run_queue_depth") == 0
+async def test_pool_gauge_counts_checked_out_connections(db_url: str) -> None:
+    engine = create_engine(db_url)
+    try:
+        # checked out without a statement: SQLite's BEGIN IMMEDIATE would serialise two
+        async with engine.connect(), engine.connect():
+            sample_pool(engine)
+            busy = metrics.render().decode()
+        sample_pool(engine)
+        idle = metrics.render().decode()
+    finally:
+        await engine.dispose()
+    assert _value(busy, "graphkeep_db_pool_connections_in_use") == 2
+    assert _value(idle, "graphkeep_db_pool_connections_in_use") == 0
+    assert _value(idle, "graphkeep_db_pool_connections") == 2  # both idle in the pool
+
+
+async def test_queue_depth_is_sampled_from_the_runs_table(client: httpx.AsyncClient) -> None:
+    text_ = (await client.get("/metrics")).text
+    assert _value(text_, "graphkeep_run_queue_depth") == 0
+    assert "graphkeep_runs_running" in text_
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
