@@ -11,10 +11,6 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class _BodyTooLarge(Exception):
-    pass
-
-
 class BodySizeLimitMiddleware:
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
@@ -34,28 +30,33 @@ class BodySizeLimitMiddleware:
                     await self._reject(send)
                     return
         received = 0
-        response_started = False
+        rejected = False
+        started = False
 
         async def limited_receive() -> Message:
-            nonlocal received
+            # Over the limit: answer 413 ourselves and tell the app the client went away.
+            # Raising instead would not work: FastAPI turns body-read errors into a 400.
+            nonlocal received, rejected
+            if rejected:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
-                    raise _BodyTooLarge
+                    rejected = True
+                    if not started:
+                        await self._reject(send)
+                    return {"type": "http.disconnect"}
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if rejected:  # the 413 is already out; drop the app's own answer
+                return
+            started = started or message["type"] == "http.response.start"
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _BodyTooLarge:
-            if not response_started:
-                await self._reject(send)
+        await self.app(scope, limited_receive, guarded_send)
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(
