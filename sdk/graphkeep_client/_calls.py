@@ -175,6 +175,11 @@ def parse_json(response: httpx.Response) -> Any:
     return decode_json(response)
 
 
+def parse_object(response: httpx.Response) -> dict[str, Any]:
+    """A JSON object body as a dict."""
+    return dict(_object(decode_json(response)))
+
+
 def parse_int(response: httpx.Response) -> int:
     """A bare integer body (count endpoints)."""
     value = decode_json(response)

@@ -116,6 +116,14 @@ CASES = [
         check=lambda r: r == Assistant.from_json(ASSISTANT) and r.version == 2,
     ),
     Case(
+        "assistants.schemas",
+        lambda c: c.assistants.schemas(A),
+        "GET",
+        f"/assistants/{A}/schemas",
+        ok({"graph_id": "agent", "input_schema": {"type": "object"}}),
+        check=lambda r: r["input_schema"] == {"type": "object"},
+    ),
+    Case(
         "assistants.create",
         lambda c: c.assistants.create(
             "agent", config={"recursion_limit": 5}, metadata={"a": 1}, name="x", if_exists="raise"
@@ -404,6 +412,24 @@ CASES = [
         ok({"a": 1}),
         params={"wait": "1", "action": "rollback"},
         check=lambda r: r == {"a": 1},
+    ),
+    Case(
+        "runs.cancel_many",
+        lambda c: c.runs.cancel_many(thread_id=T, run_ids=[R], action="rollback"),
+        "POST",
+        "/runs/cancel",
+        NO_CONTENT,
+        params={"action": "rollback"},
+        body={"thread_id": T, "run_ids": [R]},
+    ),
+    Case(
+        "runs.cancel_many(status)",
+        lambda c: c.runs.cancel_many(status="pending"),
+        "POST",
+        "/runs/cancel",
+        NO_CONTENT,
+        params={"action": "interrupt"},
+        body={"status": "pending"},
     ),
     Case(
         "runs.list",

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._calls import Call, drop_none, model, model_list, parse_int, parse_none, seg
+from .._calls import (
+    Call,
+    drop_none,
+    model,
+    model_list,
+    parse_int,
+    parse_none,
+    parse_object,
+    seg,
+)
 from .._models import Assistant, IfExists, SortOrder
 from ._http import AsyncHTTP
 
@@ -19,6 +28,11 @@ class AsyncAssistants:
     async def get(self, assistant_id: str) -> Assistant:
         """One assistant by id (NotFound if it does not exist)."""
         return await self._http.call(Call("GET", f"/assistants/{seg(assistant_id)}", _one))
+
+    async def schemas(self, assistant_id: str) -> dict[str, Any]:
+        """The graph's JSON schemas (`input_schema`, `output_schema`, `state_schema`, ...)."""
+        path = f"/assistants/{seg(assistant_id)}/schemas"
+        return await self._http.call(Call("GET", path, parse_object))
 
     async def create(
         self,

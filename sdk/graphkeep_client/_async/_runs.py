@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Any, Unpack
+from typing import Any, Literal, Unpack
 
-from .._calls import Call, decode_json, model, model_list, parse_none, run_output, seg
+from .._calls import Call, decode_json, drop_none, model, model_list, parse_none, run_output, seg
 from .._models import CancelAction, Run, RunStatus
 from .._payloads import RunOptions, run_body
 from ._http import AsyncHTTP
@@ -110,6 +110,25 @@ class AsyncRuns:
         params = {"wait": "1" if wait else "0", "action": action}
         parse = run_output(False) if wait else parse_none
         return await self._http.call(Call("POST", path, parse, params=params, follow_location=wait))
+
+    async def cancel_many(
+        self,
+        *,
+        thread_id: str | None = None,
+        run_ids: Sequence[str] | None = None,
+        status: Literal["pending", "running", "all"] | None = None,
+        action: CancelAction = "interrupt",
+    ) -> None:
+        """Cancel several runs: `run_ids` of one `thread_id`, or every run with `status`."""
+        if (run_ids is None) == (status is None):
+            raise ValueError("give thread_id and run_ids, or status")
+        body = drop_none(
+            thread_id=thread_id,
+            run_ids=list(run_ids) if run_ids is not None else None,
+            status=status,
+        )
+        params = {"action": action}
+        await self._http.call(Call("POST", "/runs/cancel", parse_none, body=body, params=params))
 
     async def list(
         self,

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._calls import Call, drop_none, model, model_list, parse_int, parse_none, seg
+from .._calls import (
+    Call,
+    drop_none,
+    model,
+    model_list,
+    parse_int,
+    parse_none,
+    parse_object,
+    seg,
+)
 from .._models import Assistant, IfExists, SortOrder
 from ._http import HTTP
 
@@ -20,6 +29,11 @@ class Assistants:
     def get(self, assistant_id: str) -> Assistant:
         """One assistant by id (NotFound if it does not exist)."""
         return self._http.call(Call("GET", f"/assistants/{seg(assistant_id)}", _one))
+
+    def schemas(self, assistant_id: str) -> dict[str, Any]:
+        """The graph's JSON schemas (`input_schema`, `output_schema`, `state_schema`, ...)."""
+        path = f"/assistants/{seg(assistant_id)}/schemas"
+        return self._http.call(Call("GET", path, parse_object))
 
     def create(
         self,
