@@ -20,6 +20,7 @@ from langgraph.runtime import RunControl
 from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.auth.identity import restore_auth_user
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
@@ -147,7 +148,9 @@ class RunExecutor:
     async def _drive(self, run: ClaimedRun, signals: RunSignals, publisher: RunPublisher) -> None:
         kwargs = run.kwargs
         config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
-        configurable = config.setdefault("configurable", {})
+        # The stored user is a plain dict after JSON; re-wrap it so LangGraph fills
+        # runtime.server_info.user, as on the official server.
+        configurable = config["configurable"] = restore_auth_user(config.get("configurable") or {})
         graph_in = graph_input(kwargs)
         if run.attempt > 1 and await self._has_progress(run):
             # Resume where the last attempt stopped: finished nodes keep their writes.
