@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from app.config import Settings
 from app.main import create_app
 from tests.authkit import AUDIENCE, HS_SECRET, ISSUER, bearer, claims, hs_token
+from tests.conftest import truncate_all
 
 MARKER = "isolation-marker-5e1d"
 GRAPH_ID = "agent"
@@ -50,12 +51,18 @@ class Tenants:
     b: httpx.AsyncClient
     spec: dict[str, Any]
 
+    def client(self, tenant: str, sub: str, **extra: Any) -> httpx.AsyncClient:
+        """Another caller on the same app (close it, or use it as a context manager)."""
+        token = hs_token(claims(tenant=tenant, sub=sub, ttl=3600, **extra))
+        transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
+        return httpx.AsyncClient(transport=transport, base_url="http://t", headers=bearer(token))
+
     def has(self, method: str, path: str) -> bool:
         return method.lower() in self.spec["paths"].get(path, {})
 
 
 @asynccontextmanager
-async def open_tenants(db_url: str) -> AsyncIterator[Tenants]:
+async def open_tenants(db_url: str, **overrides: Any) -> AsyncIterator[Tenants]:
     """The app in JWT mode with clients for tenant A (alice) and tenant B (bob)."""
     settings = Settings(
         database_url=db_url,
@@ -64,6 +71,7 @@ async def open_tenants(db_url: str) -> AsyncIterator[Tenants]:
         jwt_issuer=ISSUER,
         jwt_audience=AUDIENCE,
         workers=1,
+        **overrides,
     )
     app = create_app(settings)
     async with app.router.lifespan_context(app):
@@ -78,7 +86,10 @@ async def open_tenants(db_url: str) -> AsyncIterator[Tenants]:
                 transport=transport, base_url="http://t", headers=bearer(token_b)
             ) as b,
         ):
-            yield Tenants(app=app, a=a, b=b, spec=app.openapi())
+            try:
+                yield Tenants(app=app, a=a, b=b, spec=app.openapi())
+            finally:
+                await truncate_all(app.state.graphkeep.engine)
 
 
 def _ok(r: httpx.Response) -> Any:
