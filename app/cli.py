@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from app import metrics
 from app.config import Settings
 from app.db import migrate as migrations
 from app.db.engine import create_engine
@@ -69,6 +71,8 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except SchemaBehind as exc:
         print(f"graphkeep: {exc.detail}", file=sys.stderr)
         return 2
+    finally:
+        metrics.mark_process_dead(os.getpid())  # multiprocess mode: drop this pid's gauges
     return 0
 
 
@@ -95,10 +99,16 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+        stop_metrics = None
+        if settings.worker_metrics_port is not None:
+            stop_metrics = metrics.start_http_server(settings.worker_metrics_port, settings.host)
         try:
             await stop.wait()
         finally:
             await state.close()  # drains: running graphs stop at a super-step boundary
+            if stop_metrics is not None:
+                stop_metrics()
+            metrics.mark_process_dead(os.getpid())
 
     try:
         asyncio.run(run())

@@ -81,3 +81,9 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(
         60.0, gt=0, description="How often retention and TTL sweepers run."
     )
+    worker_metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="`graphkeep worker` serves Prometheus /metrics on this port (host: `host`).",
+    )

@@ -18,7 +18,9 @@ metric objects, so names and labels are decided in one place.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
+import prometheus_client
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -244,6 +246,24 @@ def render() -> bytes:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
     return generate_latest(registry)
+
+
+def start_http_server(port: int, addr: str) -> Callable[[], None]:
+    """Serve /metrics from a background thread (for `graphkeep worker`, which has no API);
+    returns a function that stops it."""
+    registry = REGISTRY
+    path = multiprocess_dir()
+    if path is not None:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+    server, thread = prometheus_client.start_http_server(port, addr=addr, registry=registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+    return stop
 
 
 def mark_process_dead(pid: int) -> None:
