@@ -1,0 +1,86 @@
+"""`graphkeep serve` as a subprocess on a free loopback port, for the API e2e tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without GRAPHKEEP_* and the API-key variables the SDK would send."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GRAPHKEEP_")
+        and k not in ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY", "LANGGRAPH_API_KEY")
+    }
+    env.update(PYTHONUNBUFFERED="1", GRAPHKEEP_LOG_LEVEL="WARNING", **extra)
+    return env
+
+
+def graphkeep(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@contextmanager
+def serve(db_url: str, log: Path, *args: str, workers: int = 1) -> Iterator[str]:
+    """Start `graphkeep serve`, yield its base URL once /ok answers, kill it afterwards."""
+    port = free_port()
+    env = clean_env(GRAPHKEEP_DATABASE_URL=db_url, GRAPHKEEP_WORKERS=str(workers))
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"  # --host defaults to 127.0.0.1
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"graphkeep serve exited:\n{log.read_text()}")
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"graphkeep serve did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
