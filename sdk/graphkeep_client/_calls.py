@@ -18,6 +18,7 @@ from uuid import UUID
 import httpx
 
 from ._errors import ProtocolError, RateLimited, RunFailed, error_class_for
+from ._json import loads
 from ._models import Checkpoint
 from ._policy import retry_after
 
@@ -113,7 +114,7 @@ def decode_json(response: httpx.Response) -> Any:
     if not body.strip():
         return None
     try:
-        return json.loads(body)
+        return loads(body)
     except ValueError as exc:
         raise ProtocolError(
             f"{response.request.method} {response.request.url.path}: answer is not JSON"
@@ -125,7 +126,7 @@ def raise_for_status(response: httpx.Response) -> None:
     if response.status_code < 400:
         return
     try:
-        body = json.loads(response.content) if response.content.strip() else None
+        body = loads(response.content) if response.content.strip() else None
     except ValueError:
         body = response.text
     detail = _detail(body) or response.reason_phrase

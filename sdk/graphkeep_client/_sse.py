@@ -8,9 +8,10 @@ the `id` persists from event to event until the server sends a new one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
+
+from ._json import loads
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +28,7 @@ class SSEDecoder:
     """Incremental decoder. `feed()` chunks as they arrive, then `flush()` at the end."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._pending = b""
         self._trailing_cr = False
         self._at_start = True
         self._event = ""
@@ -38,20 +39,19 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[RawEvent]:
         """Decode a chunk; returns the events it completed."""
+        if self._trailing_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
         if not chunk:
             return []
-        if self._trailing_cr and chunk.startswith(b"\n"):
-            chunk = chunk[1:]
         self._trailing_cr = chunk.endswith(b"\r")
-        self._buffer.extend(chunk)
+        if self._pending:
+            chunk, self._pending = self._pending + chunk, b""
+        # bytes.splitlines() splits on exactly the SSE line ends: CRLF, LF and CR.
+        lines = chunk.splitlines()
+        if chunk[-1] not in b"\r\n":
+            self._pending = lines.pop()  # an unfinished line waits for the next chunk
         events: list[RawEvent] = []
-        while True:
-            end = _line_end(self._buffer)
-            if end is None:
-                break
-            stop, skip = end
-            line = bytes(self._buffer[:stop])
-            del self._buffer[: stop + skip]
+        for line in lines:
             event = self._line(line)
             if event is not None:
                 events.append(event)
@@ -60,9 +60,8 @@ class SSEDecoder:
     def flush(self) -> list[RawEvent]:
         """End of stream: an unterminated last event is dispatched, as browsers do not."""
         events: list[RawEvent] = []
-        if self._buffer:
-            line = bytes(self._buffer)
-            self._buffer.clear()
+        if self._pending:
+            line, self._pending = self._pending, b""
             event = self._line(line)
             if event is not None:
                 events.append(event)
@@ -72,20 +71,21 @@ class SSEDecoder:
         return events
 
     def _line(self, line: bytes) -> RawEvent | None:
+        if not line:
+            return self._dispatch()
         if self._at_start:
             self._at_start = False
             line = line.removeprefix(b"\xef\xbb\xbf")
-        if not line:
-            return self._dispatch()
-        if line.startswith(b":"):
-            return None
         name, _, value = line.partition(b":")
-        value = value.removeprefix(b" ")
-        if name == b"event":
-            self._event = value.decode(errors="replace")
-            self._has_fields = True
-        elif name == b"data":
+        if not name:
+            return None  # a comment line (": heartbeat")
+        if value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
             self._data.append(value)
+            self._has_fields = True
+        elif name == b"event":
+            self._event = value.decode(errors="replace")
             self._has_fields = True
         elif name == b"id" and b"\0" not in value:
             self.last_event_id = value.decode(errors="replace") or None
@@ -102,23 +102,10 @@ class SSEDecoder:
         return event
 
 
-def _line_end(buffer: bytearray) -> tuple[int, int] | None:
-    """Index of the first line end in `buffer` and its length (1 or 2), or None."""
-    cr, lf = buffer.find(b"\r"), buffer.find(b"\n")
-    if cr == -1 and lf == -1:
-        return None
-    if cr == -1 or (lf != -1 and lf < cr):
-        return lf, 1
-    if cr + 1 < len(buffer):
-        return cr, 2 if buffer[cr + 1 : cr + 2] == b"\n" else 1
-    # A CR at the very end: the line ends here; a following LF is dropped by feed().
-    return cr, 1
-
-
 def _json(body: bytes) -> Any:
     if not body.strip():
         return None
     try:
-        return json.loads(body)
+        return loads(body)
     except ValueError:
         return body.decode(errors="replace")
