@@ -39,6 +39,7 @@ def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
+    from app.auth.tokens import AuthConfigError
     from app.main import check_startup, create_app
 
     updates: dict[str, object] = {}
@@ -58,7 +59,11 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except AppError as exc:
         print(f"graphkeep: {exc.detail}", file=sys.stderr)
         return 2
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except AuthConfigError as exc:  # e.g. an enabled JWT algorithm without its key
+        print(f"graphkeep: {exc}", file=sys.stderr)
+        return 2
     try:
         uvicorn.run(
             app,
