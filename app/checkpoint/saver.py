@@ -149,6 +149,8 @@ class SQLSaver(SyncBridge):
         key = self._thread_key(config)
         checkpoint_id = check_text(checkpoint["id"], "checkpoint id", _CHECKPOINT_ID_MAX)
         parent_id = (config.get("configurable") or {}).get("checkpoint_id")
+        if parent_id is not None:
+            check_text(parent_id, "parent checkpoint id", _CHECKPOINT_ID_MAX)
         type_tag, body, value_versions, blobs = codec.encode_checkpoint(
             self.serde, checkpoint, new_versions
         )
