@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
 PUBLIC_PATHS = frozenset(
-    {"/ok", "/info", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    {"/", "/ok", "/info", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
 )
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # POST endpoints that only read: searches, counts, history, version listing, checkpoint reads.

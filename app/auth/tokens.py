@@ -44,6 +44,33 @@ class AuthConfigError(ValueError):
     """The server's JWT settings are unusable (raised at start-up, not per request)."""
 
 
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise AuthConfigError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _usable(key: Mapping[str, Any] | str, algorithms: frozenset[str]) -> bool:
+    """Whether python-jose can verify with `key` under one of the enabled algorithms."""
+    kty = key.get("kty") if isinstance(key, Mapping) else None
+    for alg in sorted(algorithms & PUBLIC_KEY_ALGORITHMS):
+        if kty is not None and _kty_for(alg) != kty:
+            continue
+        try:
+            jwk.construct(key, alg)
+            return True
+        except JOSEError:
+            continue
+    return False
+
+
+def _check_key(key: str, algorithms: frozenset[str], source: Path) -> None:
+    """Fail at start-up, not on every request, when a configured key cannot be used."""
+    if not _usable(key, algorithms):
+        raise AuthConfigError(f"{source} holds no public key usable with {sorted(algorithms)}")
+
+
 def _kty_for(alg: str) -> str:
     if alg in HMAC_ALGORITHMS:
         return "oct"
@@ -95,18 +122,25 @@ class JWTVerifier:
         keys: list[Mapping[str, Any] | str] = []
         by_kid: dict[str, Mapping[str, Any]] = {}
         if public_key_file is not None:
-            keys.append(public_key_file.read_text())
+            pem = _read(public_key_file)
+            _check_key(pem, algs, public_key_file)
+            keys.append(pem)
         if jwks_file is not None:
-            document = json.loads(jwks_file.read_text())
+            try:
+                document = json.loads(_read(jwks_file))
+            except json.JSONDecodeError:
+                raise AuthConfigError(f"{jwks_file} is not valid JSON") from None
             entries = document.get("keys") if isinstance(document, dict) else None
             if not isinstance(entries, list) or not all(isinstance(k, dict) for k in entries):
                 raise AuthConfigError(f"{jwks_file} is not a JWKS document ({{'keys': [...]}})")
-            for entry in entries:
-                if "d" in entry or entry.get("kty") == "oct":
-                    raise AuthConfigError(f"{jwks_file} must hold public keys only")
-                keys.append(entry)
-                if isinstance(entry.get("kid"), str):
-                    by_kid[entry["kid"]] = entry
+            # unusable entries are skipped: an IdP's set may hold EC keys while only RS256 is on
+            usable = [e for e in entries if "d" not in e and _usable(e, algs)]
+            if any("d" in e or e.get("kty") == "oct" for e in entries):
+                raise AuthConfigError(f"{jwks_file} must hold public keys only")
+            if not usable:
+                raise AuthConfigError(f"{jwks_file} holds no public key usable with {sorted(algs)}")
+            keys.extend(usable)
+            by_kid.update((e["kid"], e) for e in usable if isinstance(e.get("kid"), str))
         if algs & PUBLIC_KEY_ALGORITHMS and not keys:
             raise AuthConfigError(
                 "an RS*/ES* algorithm is enabled but neither GRAPHKEEP_JWT_PUBLIC_KEY_FILE "

@@ -193,3 +193,38 @@ def test_custom_tenant_claim() -> None:
     v = hs_verifier(tenant_claim="org")
     assert v.verify(hs_token(claims(tenant=None, org="globex"))).tenant_id == "globex"
     rejected(v, hs_token(claims(tenant="acme")))
+
+
+def test_key_files_are_checked_at_start_up(tmp_path: Path) -> None:
+    with pytest.raises(AuthConfigError, match="cannot read"):
+        JWTVerifier.from_config(algorithms=["RS256"], public_key_file=tmp_path / "missing.pem")
+    bad_pem = tmp_path / "bad.pem"
+    bad_pem.write_text("-----BEGIN PUBLIC KEY-----\nnot a key\n-----END PUBLIC KEY-----\n")
+    with pytest.raises(AuthConfigError, match="no public key usable"):
+        JWTVerifier.from_config(algorithms=["RS256"], public_key_file=bad_pem)
+    _, ec_public = ec_keypair()
+    rsa_private, rsa_public = rsa_keypair()
+    only_ec = tmp_path / "ec.json"
+    only_ec.write_text(json.dumps({"keys": [public_jwk(ec_public, "ES256", "ec-1")]}))
+    with pytest.raises(AuthConfigError, match="no public key usable"):
+        JWTVerifier.from_config(algorithms=["RS256"], jwks_file=only_ec)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(AuthConfigError, match="not valid JSON"):
+        JWTVerifier.from_config(algorithms=["RS256"], jwks_file=broken)
+    # an IdP set with an EC key while only RS256 is enabled: the EC key is simply not used
+    mixed = tmp_path / "mixed.json"
+    mixed.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    public_jwk(ec_public, "ES256", "ec-1"),
+                    public_jwk(rsa_public, "RS256", "rsa-1"),
+                ]
+            }
+        )
+    )
+    v = JWTVerifier.from_config(
+        algorithms=["RS256"], jwks_file=mixed, issuer=ISSUER, audience=AUDIENCE
+    )
+    assert v.verify(signed_token(claims(), rsa_private, "RS256", kid="rsa-1")).user_id == "alice"
