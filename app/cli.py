@@ -100,6 +100,7 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     async def run() -> None:
         state = await open_state(settings, startup_steps(settings))
+        print(f"graphkeep: worker ready ({settings.workers} slots)", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
