@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Mapping,
+)
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -289,7 +296,9 @@ class Credentials(httpx.Auth):
         if self._api_key:
             request.headers["x-api-key"] = self._api_key
 
-    def sync_auth_flow(self, request: httpx.Request) -> Any:
+    def sync_auth_flow(
+        self, request: httpx.Request
+    ) -> Generator[httpx.Request, httpx.Response, None]:
         """httpx hook (sync client)."""
         token = self._token() if callable(self._token) else self._token
         if isinstance(token, Awaitable):
@@ -299,7 +308,9 @@ class Credentials(httpx.Auth):
         self._apply(request, token)
         yield request
 
-    async def async_auth_flow(self, request: httpx.Request) -> Any:
+    async def async_auth_flow(
+        self, request: httpx.Request
+    ) -> AsyncGenerator[httpx.Request, httpx.Response]:
         """httpx hook (async client)."""
         token = self._token() if callable(self._token) else self._token
         if isinstance(token, Awaitable):

@@ -84,6 +84,18 @@ async def test_a_connection_that_never_opened_is_retried_even_for_run_create(
     assert len(server.requests) == 2
 
 
+async def test_create_with_id_and_do_nothing_is_safe_to_repeat(
+    server: FakeServer, client: Any, sleeps: list[float]
+) -> None:
+    bad_gateway = httpx.Response(502)
+    server.on("POST", "/threads", bad_gateway, bad_gateway, httpx.Response(200, json=THREAD))
+    with pytest.raises(ServerError):  # without an id, a repeat could create a second thread
+        await resolve(client.threads.create())
+    assert len(server.requests) == 1
+    await resolve(client.threads.create(thread_id=T, if_exists="do_nothing"))
+    assert len(server.requests) == 3 and len(sleeps) == 1
+
+
 async def test_429_honours_retry_after_seconds_and_dates(
     server: FakeServer, client: Any, sleeps: list[float]
 ) -> None:

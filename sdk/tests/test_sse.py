@@ -51,3 +51,13 @@ def test_last_event_id_persists_and_an_unterminated_event_is_flushed() -> None:
 
 def test_non_json_data_is_kept_as_text() -> None:
     assert decode([b"event: x\ndata: not json\n\n"]) == [RawEvent("x", "not json", None)]
+
+
+def test_stdlib_json_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without orjson installed the decoder uses the standard library, with the same result."""
+    import json
+
+    from graphkeep_client import _sse
+
+    monkeypatch.setattr(_sse, "loads", json.loads)
+    assert decode([STREAM]) == EXPECTED
