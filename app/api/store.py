@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep
 from app.errors import InvalidInput, ValidationFailed
+from app.threads.schemas import MAX_TTL_MINUTES
 
 router = APIRouter(tags=["store"])
 
@@ -23,7 +24,9 @@ class StorePut(_Request):
     key: str
     value: dict[str, Any]
     index: bool | list[str] | None = None
-    ttl: float | None = Field(None, gt=0, description="Minutes from the last write.")
+    ttl: float | None = Field(
+        None, gt=0, le=MAX_TTL_MINUTES, description="Minutes from the last write."
+    )
 
 
 class StoreDelete(_Request):

@@ -30,8 +30,12 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+# Upper bound for TTLs in minutes (about 100 years): larger values overflow datetime.
+MAX_TTL_MINUTES = 60 * 24 * 365 * 100
+
+
 class ThreadTTL(_Request):
-    ttl: float = Field(gt=0, description="Minutes until the thread expires.")
+    ttl: float = Field(gt=0, le=MAX_TTL_MINUTES, description="Minutes until the thread expires.")
     strategy: Literal["delete", "keep_latest"] = "delete"
 
 
