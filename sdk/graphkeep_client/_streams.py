@@ -155,6 +155,7 @@ class StreamResume:
         self.last_event_id = last_event_id
         self.reconnect_url: str | None = None
         self.ended = False
+        self.reconnects = 0
         self._seen: set[str] = set()
         self._failures = 0
         self._max_reconnects = max_reconnects
@@ -212,6 +213,7 @@ class StreamResume:
     def next_delay(self, cause: Exception) -> float:
         """Seconds to wait before the next reconnect; raises once attempts are used up."""
         self._failures += 1
+        self.reconnects += 1
         if self._failures > self._max_reconnects:
             raise TransportError(
                 f"stream lost and {self._max_reconnects} reconnect attempts failed: {cause}"

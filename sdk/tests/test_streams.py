@@ -63,7 +63,7 @@ async def test_stream_cut_mid_event_resumes_with_last_event_id_exactly_once(
     assert rejoin[0].headers["accept"] == "text/event-stream"
     assert "content-type" not in rejoin[0].headers
     assert stream.run_id == R and stream.thread_id == T and stream.last_event_id == "5"
-    assert len(sleeps) == 1
+    assert stream.reconnects == 1 and len(sleeps) == 1
 
 
 async def test_repeated_cuts_keep_resuming_while_progress_is_made(

@@ -65,6 +65,11 @@ class RunStream:
         """The id of the last event received; pass it to `join_stream` to resume later."""
         return self._resume.last_event_id
 
+    @property
+    def reconnects(self) -> int:
+        """How many times the stream had to reconnect so far."""
+        return self._resume.reconnects
+
     def __iter__(self) -> RunStream:
         return self
 
