@@ -1,0 +1,229 @@
+"""Database outage, for real: a throwaway PostgreSQL cluster (initdb on a free port) is stopped
+under a live `graphkeep serve` and started again on the same port.
+
+While it is down the API answers 503 with Retry-After (never a 500, never a hang past
+GRAPHKEEP_DB_TIMEOUT_SECONDS) and /ok stays alive; once it is back the same process serves
+again without a restart, its workers execute runs again, and nothing acknowledged is lost.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+DB_TIMEOUT_SECONDS = 2.0
+# a 503 must come back within the database timeout plus this much (scheduling, pre-ping)
+SLACK_SECONDS = 3.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pg_bin() -> Path | None:
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name)
+    )
+    for directory in reversed(candidates):
+        if (Path(directory) / "initdb").exists() and (Path(directory) / "pg_ctl").exists():
+            return Path(directory)
+    found = shutil.which("pg_ctl")
+    return Path(found).parent if found else None
+
+
+class Cluster:
+    """A private PostgreSQL cluster: initdb, start, stop -m immediate, start again."""
+
+    def __init__(self, bindir: Path, root: Path, port: int) -> None:
+        self.bindir, self.root, self.port = bindir, root, port
+        self.data = root / "data"
+        self.as_postgres = os.geteuid() == 0  # initdb refuses to run as root
+
+    def _run(self, *args: str, timeout: float = 60) -> None:
+        command = [str(self.bindir / args[0]), *args[1:]]
+        if self.as_postgres:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        subprocess.run(command, check=True, capture_output=True, timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def init(self) -> None:
+        if self.as_postgres:
+            shutil.chown(self.root, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+
+    def start(self) -> None:
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
+            "-c fsync=off -c full_page_writes=off"
+        )
+        log = self.root / "postgres.log"
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def stop_quietly(self) -> None:
+        try:
+            self.stop()
+        except subprocess.CalledProcessError:
+            pass  # already stopped
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are required for this test")
+    root = Path(tempfile.mkdtemp(prefix="gk_outage_"))
+    db = Cluster(bindir, root, _free_port())
+    try:
+        db.init()
+        db.start()
+        yield db
+    finally:
+        db.stop_quietly()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")}
+    env.update(
+        GRAPHKEEP_DATABASE_URL=cluster.url,
+        GRAPHKEEP_DB_TIMEOUT_SECONDS=str(DB_TIMEOUT_SECONDS),
+        GRAPHKEEP_WORKERS="2",
+        GRAPHKEEP_LOG_FORMAT="json",
+        GRAPHKEEP_SWEEP_INTERVAL_SECONDS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    cli = [sys.executable, "-m", "app.cli"]
+    subprocess.run([*cli, "migrate"], env=env, cwd=ROOT, check=True, timeout=120)
+    port = _free_port()
+    log = tmp_path_factory.mktemp("outage") / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*cli, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield url
+        assert proc.poll() is None, "the server died during the outage:\n" + log.read_text()
+        text = log.read_text()
+        assert "unhandled error" not in text, text
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _run_to_completion(client: httpx.Client, thread_id: str, text: str) -> dict[str, object]:
+    r = client.post(
+        f"/threads/{thread_id}/runs/wait",
+        json={"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": text}]}},
+    )
+    assert r.status_code == 200, r.text
+    values: dict[str, object] = r.json()
+    return values
+
+
+def _status_500_count(client: httpx.Client) -> float:
+    text = client.get("/metrics").text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "graphkeep_http_requests_total" and sample.labels["status"] == "500"
+    )
+
+
+def test_outage_answers_503_then_recovers_without_restart(cluster: Cluster, server: str) -> None:
+    with httpx.Client(base_url=server, timeout=30) as client:
+        # acknowledged before the outage
+        thread = client.post("/threads", json={"metadata": {"phase": "before"}})
+        assert thread.status_code == 200, thread.text
+        thread_id = thread.json()["thread_id"]
+        before = _run_to_completion(client, thread_id, "remember me")
+        assert before["messages"]
+        assert client.get("/ready").status_code == 200
+
+        cluster.stop()
+        try:
+            probes = [
+                ("GET", f"/threads/{thread_id}", None),
+                ("POST", "/threads", {"metadata": {"phase": "during"}}),
+                ("POST", "/threads/search", {"limit": 5}),
+                ("GET", f"/threads/{thread_id}/state", None),
+                ("POST", f"/threads/{thread_id}/runs", {"assistant_id": "agent", "input": {}}),
+                ("GET", "/ready", None),
+            ]
+            for _ in range(2):  # first against a stale pool, then against a refusing server
+                for method, path, body in probes:
+                    started = time.monotonic()
+                    r = client.request(method, path, json=body)
+                    elapsed = time.monotonic() - started
+                    assert r.status_code == 503, (method, path, r.status_code, r.text)
+                    assert r.headers.get("retry-after"), (method, path)
+                    assert isinstance(r.json()["detail"], str)
+                    assert elapsed < DB_TIMEOUT_SECONDS + SLACK_SECONDS, (method, path, elapsed)
+            assert client.get("/ok").status_code == 200  # alive, just not ready
+            assert client.get("/metrics").status_code == 200  # scrapes work without a DB
+            time.sleep(2)  # let workers and sweepers hit the outage too
+        finally:
+            cluster.start()
+
+        deadline = time.monotonic() + 60
+        while client.get("/ready").status_code != 200:
+            assert time.monotonic() < deadline, "did not become ready after the database came back"
+            time.sleep(0.25)
+
+        # nothing acknowledged was lost
+        kept = client.get(f"/threads/{thread_id}")
+        assert kept.status_code == 200, kept.text
+        assert kept.json()["metadata"]["phase"] == "before"
+        state = client.get(f"/threads/{thread_id}/state").json()
+        assert state["values"]["messages"] == before["messages"]
+        # and everything works again: writes, and workers execute runs
+        fresh = client.post("/threads", json={"metadata": {"phase": "after"}})
+        assert fresh.status_code == 200, fresh.text
+        after = _run_to_completion(client, fresh.json()["thread_id"], "hello again")
+        assert after["messages"]
+        assert _status_500_count(client) == 0
