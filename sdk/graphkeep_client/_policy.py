@@ -38,6 +38,8 @@ class RetryPolicy:
 
     def should_retry_error(self, exc: httpx.TransportError, *, idempotent: bool) -> bool:
         """Whether a network failure may be retried for this request."""
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return False  # a bad URL does not get better by waiting
         return idempotent or isinstance(exc, _NOT_SENT)
 
     def retry_delay(self, attempt: int, response: httpx.Response | None = None) -> float | None:

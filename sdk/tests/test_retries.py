@@ -223,6 +223,15 @@ async def test_static_token_and_custom_headers(server: FakeServer, make_client: 
     assert "x-api-key" not in sent.headers
 
 
+async def test_a_bad_url_fails_at_once(sleeps: list[float], flavour: str) -> None:
+    from graphkeep_client import AsyncClient, Client
+
+    client = (Client if flavour == "sync" else AsyncClient)("ftp://nowhere.test")
+    with pytest.raises(TransportError, match="UnsupportedProtocol"):
+        await resolve(client.health())
+    assert sleeps == []
+
+
 def test_backoff_grows_and_is_capped() -> None:
     delays = [backoff_delay(n, base=0.5, cap=4.0) for n in range(6)]
     for n, delay in enumerate(delays):
