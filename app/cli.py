@@ -177,6 +177,39 @@ def _cmd_apikey(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(run())
 
 
+def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
+    """`graphkeep store reindex`: re-embed items after a change of model or fields."""
+    from app.graphs.config import apply_environment, read_config
+    from app.graphs.registry import EXAMPLES_CONFIG
+    from app.state import ensure_schema
+    from app.store import SQLStore, parse_index_config
+
+    path = Path(args.config) if args.config else settings.config_file or EXAMPLES_CONFIG
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            await ensure_schema(engine, settings.database_url)
+            config = await asyncio.to_thread(read_config, path)
+            if not config.store_index:
+                print(f"graphkeep: {path} has no store.index: nothing to embed", file=sys.stderr)
+                return 2
+            apply_environment(config)  # an embedder's API key may come from `env`
+            index = await asyncio.to_thread(
+                parse_index_config, config.store_index, base_dir=config.base_dir
+            )
+            count = await SQLStore(engine, index=index).reindex(batch_size=args.batch_size)
+            print(f"re-embedded {count} items (model {index.model_id})")
+            return 0
+        except AppError as exc:
+            print(f"graphkeep: {exc.detail}", file=sys.stderr)
+            return 2
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graphkeep", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -212,6 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
     revoke = key_sub.add_parser("revoke", help="revoke a key by its key_id")
     revoke.add_argument("key_id")
     key.set_defaults(func=_cmd_apikey)
+
+    store = sub.add_parser("store", help="long-term memory maintenance")
+    store_sub = store.add_subparsers(dest="store_command", required=True)
+    reindex = store_sub.add_parser(
+        "reindex", help="re-embed items whose vectors are missing, stale or of another model"
+    )
+    reindex.add_argument("--config", default=None, help="langgraph.json with store.index")
+    reindex.add_argument("--batch-size", type=int, default=256, help="items per embed call")
+    store.set_defaults(func=_cmd_store)
     return parser
 
 
