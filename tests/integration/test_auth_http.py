@@ -26,6 +26,7 @@ from tests.authkit import (
     rsa_keypair,
     unsigned_token,
 )
+from tests.conftest import truncate_all
 
 LANGSMITH_LIKE_KEY = "lsv2_pt_0123456789abcdef0123456789abcdef_0123456789"
 
@@ -72,7 +73,10 @@ async def _client(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.Asyn
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as c:
-            yield app, c
+            try:
+                yield app, c
+            finally:
+                await truncate_all(app.state.graphkeep.engine)
 
 
 @pytest.fixture
