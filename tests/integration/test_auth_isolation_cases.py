@@ -101,6 +101,8 @@ async def test_ids_in_bodies_do_not_reach_another_tenant(seeded: tuple[Tenants, 
     for url in (f"/threads/{own}/runs", f"/threads/{own}/runs/wait", "/runs", "/runs/wait"):
         r = await t.b.post(url, json=body)
         assert r.status_code == 404, (url, r.text)
+    r = await t.b.post("/runs/batch", json=[body])
+    assert r.status_code == 404 and MARKER not in r.text, r.text
     # A's checkpoint named on B's own thread reads and forks nothing of A's
     cp = seed.ids["checkpoint_id"]
     r = await t.b.post(
