@@ -4,6 +4,7 @@ the wait/join reconnect; for both clients."""
 from __future__ import annotations
 
 import email.utils
+import json
 import time
 from typing import Any
 
@@ -259,3 +260,59 @@ def test_timeouts_are_configurable() -> None:
 
 def test_api_error_is_the_base_of_status_errors() -> None:
     assert issubclass(RateLimited, APIError) and issubclass(ServerError, APIError)
+
+
+async def test_a_broken_body_of_a_read_is_retried(
+    server: FakeServer, client: Any, sleeps: list[float]
+) -> None:
+    broken = httpx.Response(
+        200, headers={"content-type": "application/json"}, stream=CutStream([b"[{"], cut=True)
+    )
+    server.on("POST", "/threads/search", broken, httpx.Response(200, json=[THREAD]))
+    assert len(await resolve(client.threads.search())) == 1
+    assert len(sleeps) == 1
+
+
+async def test_wait_gives_up_when_its_join_url_stays_unreachable(
+    server: FakeServer, make_client: Any, sleeps: list[float]
+) -> None:
+    client = make_client(max_retries=1)
+    join = f"/threads/{T}/runs/{R}/join"
+    cut = httpx.Response(200, headers={"location": join}, stream=CutStream([b"\n"], cut=True))
+    server.on("POST", f"/threads/{T}/runs/wait", cut)
+    server.on("GET", join, httpx.ConnectError("down"))
+    with pytest.raises(TransportError, match="ConnectError"):
+        await resolve(client.runs.wait(T, "agent"))
+    assert len(server.calls("GET", join)) == 1
+
+
+async def test_client_context_manager_and_base_url(flavour: str, server: FakeServer) -> None:
+    from graphkeep_client import AsyncClient, Client
+
+    transport = httpx.MockTransport(server)
+    server.on("GET", "/ok", httpx.Response(200, json={"ok": True}))
+    if flavour == "sync":
+        with Client("http://gk.test/", transport=transport) as client:
+            assert client.health(check_db=True).ok
+    else:
+        async with AsyncClient("http://gk.test/", transport=transport) as client:
+            assert (await client.health(check_db=True)).ok
+    assert client.base_url == "http://gk.test/"
+    assert server.requests[0].url.params["check_db"] == "1"
+
+
+def test_request_bodies_encode_common_python_types() -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    from graphkeep_client._calls import encode_json
+
+    when = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    uid = uuid.UUID(int=1)
+    assert json.loads(encode_json({"u": uid, "t": when, "s": (1, 2)})) == {
+        "u": str(uid),
+        "t": "2024-01-02T03:04:05+00:00",
+        "s": [1, 2],
+    }
+    with pytest.raises(TypeError, match="object is not JSON serializable"):
+        encode_json({"x": object()})

@@ -14,6 +14,7 @@ from graphkeep_client import (
     NotFound,
     ProtocolError,
     RunMetadata,
+    ServerError,
     StreamError,
     StreamEvent,
     TransportError,
@@ -264,3 +265,59 @@ def test_stream_event_helpers() -> None:
     assert StreamEvent("values", {}).custom is None
     assert StreamEvent("end").is_terminal and not StreamEvent("values", {}).is_terminal
     assert StreamEvent("error", "boom").error == StreamError(error="Error", message="boom")
+
+
+async def test_run_check_failures_are_retried_and_a_gone_run_ends_the_stream(
+    server: FakeServer, client: Any, sleeps: list[float]
+) -> None:
+    server.on("POST", CREATE, sse_response([sse(META)], headers=HEADERS))
+    server.on(
+        "GET",
+        RUN,
+        httpx.ConnectError("restarting"),  # check fails: reconnect
+        httpx.Response(503),  # check answers 5xx: reconnect
+        httpx.Response(404, json={"detail": "gone"}),  # the run is gone: stop quietly
+    )
+    server.on("GET", JOIN, sse_response([sse(V1)]), sse_response([sse(V2)]))
+    events = await collect(client.runs.stream(T, "agent"))
+    assert [e.id for e in events] == ["1", "2", "3"]
+    assert len(server.calls("GET", RUN)) == 3 and len(sleeps) == 2
+
+
+async def test_a_run_check_with_an_unreadable_body_ends_the_stream(
+    server: FakeServer, client: Any
+) -> None:
+    server.on("POST", CREATE, sse_response([sse(META)], headers=HEADERS))
+    server.on("GET", RUN, httpx.Response(200, text="<html>"))
+    assert len(await collect(client.runs.stream(T, "agent"))) == 1
+
+
+async def test_first_request_retries(server: FakeServer, client: Any, sleeps: list[float]) -> None:
+    # a join stream (GET) is retried on a connection failure; a run create only if unsent
+    server.on("GET", JOIN, httpx.ReadError("reset"), sse_response([sse(END)]))
+    assert [e.event for e in await collect(client.runs.join_stream(T, R))] == ["end"]
+    server.on("POST", CREATE, httpx.ConnectError("refused"), sse_response([sse(META, END)]))
+    assert len(await collect(client.runs.stream(T, "agent"))) == 2
+    server.on("POST", "/runs/stream", httpx.Response(503, json={"detail": "busy"}))
+    with pytest.raises(ServerError, match="busy"):  # not safe to repeat
+        await collect(client.runs.stream(None, "agent"))
+    assert len(sleeps) == 2
+
+
+async def test_stream_as_context_manager_and_collect(
+    server: FakeServer, client: Any, flavour: str
+) -> None:
+    server.on("POST", CREATE, sse_response([sse(META, V1, END)], headers=HEADERS))
+    server.on("POST", "/runs/stream", sse_response([sse(META, END)]))
+    if flavour == "sync":
+        with client.runs.stream(T, "agent") as stream:
+            first = next(stream)
+        assert stream.collect() == []  # closed by the with block
+        events = client.runs.stream(None, "agent").collect()
+    else:
+        async with client.runs.stream(T, "agent") as stream:
+            first = await stream.__anext__()
+        assert await stream.collect() == []
+        events = await client.runs.stream(None, "agent").collect()
+    assert first.event == "metadata" and stream.thread_id == T
+    assert [e.event for e in events] == ["metadata", "end"]
