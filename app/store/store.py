@@ -37,10 +37,12 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
+from sqlalchemy import Executable
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db import migrate
+from app.db.dialect import single_statement_autocommit
 from app.db.engine import create_engine
 from app.db.tables import store_vectors
 from app.db.types import utcnow
@@ -70,6 +72,15 @@ class _Shared:
     clock: Clock
     max_value_bytes: int
     loop: asyncio.AbstractEventLoop | None = field(default=None)
+    # the same pool without BEGIN / COMMIT where one statement is atomic (PostgreSQL)
+    autocommit: AsyncEngine = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.autocommit = (
+            self.engine.execution_options(isolation_level="AUTOCOMMIT")
+            if single_statement_autocommit(self.engine.dialect)
+            else self.engine
+        )
 
 
 @contextmanager
@@ -237,7 +248,12 @@ class SQLStore(BaseStore):
         query_vectors = await self._embed_queries([op for _, op in searches])
         put_vectors = await self._embed_puts(puts)
         now = shared.clock()
-        async with shared.engine.begin() as conn:
+        writes = self._write_statements(puts, put_vectors, now)
+        # PostgreSQL: one statement is atomic by itself, so a batch with at most one write
+        # skips the BEGIN / COMMIT round trips (reads see per-statement snapshots under READ
+        # COMMITTED either way). SQLite always takes the engine's BEGIN IMMEDIATE.
+        engine = shared.autocommit if len(writes) <= 1 else shared.engine
+        async with engine.begin() as conn:
             refresh: dict[tuple[str, str], datetime] = {}
             if gets:
                 await self._gets(conn, gets, now, results, refresh)
@@ -253,8 +269,8 @@ class SQLStore(BaseStore):
                         for (p, k), exp in refresh.items()
                     ],
                 )
-            if puts:
-                await self._write(conn, puts, put_vectors, now)
+            for statement, rows in writes:
+                await conn.execute(statement, rows)
         return results
 
     # ------------------------------------------------------------------ reads
@@ -346,14 +362,15 @@ class SQLStore(BaseStore):
 
     # ------------------------------------------------------------------ writes
 
-    async def _write(
+    def _write_statements(
         self,
-        conn: AsyncConnection,
         puts: dict[tuple[str, str], PutOp],
         put_vectors: dict[tuple[str, str], list[tuple[str, bytes]]],
         now: datetime,
-    ) -> None:
-        tenant = self.tenant_id
+    ) -> list[tuple[Executable, list[dict[str, Any]] | None]]:
+        """Every statement (with executemany rows, if any) that applies the batch's puts."""
+        tenant, index = self.tenant_id, self._shared.index
+        dialect = self._shared.engine.dialect
         removed = [ident for ident, op in puts.items() if op.value is None]
         rows: list[dict[str, Any]] = []
         for (prefix, key), op in puts.items():
@@ -373,21 +390,22 @@ class SQLStore(BaseStore):
                     "index_fields": [] if op.index is False else op.index,
                 }
             )
-        stale = list(puts) if self._shared.index is not None else removed
+        statements: list[tuple[Executable, list[dict[str, Any]] | None]] = []
+        stale = list(puts) if index is not None else removed
         for start in range(0, len(stale), _CHUNK):
-            await conn.execute(queries.delete_vectors(tenant, stale[start : start + _CHUNK]))
+            statements.append((queries.delete_vectors(tenant, stale[start : start + _CHUNK]), None))
         for start in range(0, len(removed), _CHUNK):
-            await conn.execute(queries.delete_items(tenant, removed[start : start + _CHUNK]))
+            statements.append((queries.delete_items(tenant, removed[start : start + _CHUNK]), None))
         for start in range(0, len(rows), _CHUNK):
-            await conn.execute(queries.upsert_items(conn.dialect, rows[start : start + _CHUNK]))
+            statements.append((queries.upsert_items(dialect, rows[start : start + _CHUNK]), None))
         vector_rows = [
             {
                 "tenant_id": tenant,
                 "prefix": prefix,
                 "key": key,
                 "field_name": field_name,
-                "model": self._shared.index.model_id if self._shared.index else "",
-                "dims": self._shared.index.dims if self._shared.index else 0,
+                "model": index.model_id if index else "",
+                "dims": index.dims if index else 0,
                 "embedding": blob,
                 "created_at": now,
             }
@@ -395,7 +413,8 @@ class SQLStore(BaseStore):
             for field_name, blob in pairs
         ]
         for start in range(0, len(vector_rows), _CHUNK):
-            await conn.execute(store_vectors.insert(), vector_rows[start : start + _CHUNK])
+            statements.append((store_vectors.insert(), vector_rows[start : start + _CHUNK]))
+        return statements
 
     # ------------------------------------------------------------------ embeddings
 
