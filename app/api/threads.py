@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.paging import page_response
+from app.errors import NotFound
 from app.threads import service
 from app.threads import state as thread_state
 from app.threads.schemas import (
@@ -96,6 +99,22 @@ async def patch_thread(
 
 @router.delete("/threads/{thread_id}", operation_id="delete_thread", status_code=204)
 async def delete_thread(thread_id: str, state: AppStateDep, principal: PrincipalDep) -> Response:
+    """Allowed with a run in flight: the run is cancelled first, then everything goes."""
+    thread = await service.get_thread(
+        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
+    )
+    active = await service.active_run_ids(
+        state.engine, tenant_id=principal.tenant_id, thread_id=thread.thread_id
+    )
+    if active and state.runs is not None:
+        with suppress(NotFound):  # they may have finished in the meantime
+            await state.runs.cancel_many(
+                tenant_id=principal.tenant_id,
+                thread_id=thread.thread_id,
+                run_ids=active,
+                status=None,
+                action="interrupt",
+            )
     await service.delete_thread(
         state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, saver=state.saver
     )

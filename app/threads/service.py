@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
 from app.db.listing import check_select, check_sort_order, order_by
-from app.db.tables import threads
+from app.db.tables import runs, threads
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.threads import queries as q
@@ -131,6 +131,17 @@ async def delete_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str, 
     thread_id = parse_thread_id(thread_id)
     if not await delete_threads(engine, tenant_id=tenant_id, thread_ids=[thread_id], saver=saver):
         raise NotFound(f"Thread '{thread_id}' not found")
+
+
+async def active_run_ids(engine: AsyncEngine, *, tenant_id: str, thread_id: str) -> list[str]:
+    """Pending or running runs of the thread (to cancel them before a delete)."""
+    async with engine.connect() as conn:
+        stmt = select(runs.c.run_id).where(
+            runs.c.tenant_id == tenant_id,
+            runs.c.thread_id == thread_id,
+            runs.c.status.in_(("pending", "running")),
+        )
+        return list((await conn.execute(stmt)).scalars().all())
 
 
 async def delete_threads_of_assistant(

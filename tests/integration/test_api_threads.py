@@ -229,3 +229,12 @@ async def test_prune_delete_and_keep_latest(client: httpx.AsyncClient) -> None:
     }
     r = await client.post("/threads/prune", json={"thread_ids": [keep], "strategy": "nope"})
     assert r.status_code == 422
+
+
+async def test_delete_with_a_run_in_flight(client: httpx.AsyncClient) -> None:
+    tid = (await new_thread(client, metadata={"graph_id": "approval"}))["thread_id"]
+    await insert_run(client, tid, status="pending")
+    r = await client.delete(f"/threads/{tid}")
+    assert r.status_code == 204
+    assert await count_rows(client, runs, tid) == 0
+    assert (await client.get(f"/threads/{tid}")).status_code == 404
