@@ -23,14 +23,20 @@ class Live:
     proc: Proc
 
     def records(self, tag: str) -> list[str]:
-        if not self.record.exists():
-            return []
-        prefix = f"{tag}:"
-        return [
-            line[len(prefix) :]
-            for line in self.record.read_text().splitlines()
-            if line.startswith(prefix)
-        ]
+        return [node for node, _pid in read_records(self.record, tag)]
+
+
+def read_records(path: Path, tag: str) -> list[tuple[str, int]]:
+    """(node, pid) for every execution recorded under `tag`, in order."""
+    if not path.exists():
+        return []
+    prefix = f"{tag}:"
+    out: list[tuple[str, int]] = []
+    for line in path.read_text().splitlines():
+        if line.startswith(prefix):
+            node, _, pid = line[len(prefix) :].partition("@")
+            out.append((node, int(pid)))
+    return out
 
 
 def fresh_database(dialect: str, tmp: Path) -> str:

@@ -128,6 +128,13 @@ def worker(
     )
     proc = Proc(popen, None, log)
     try:
+        deadline = time.monotonic() + 60
+        while "worker ready" not in proc.output():
+            if popen.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{proc.output()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"worker did not start:\n{proc.output()}")
+            time.sleep(0.05)
         yield proc
     finally:
         proc.kill()

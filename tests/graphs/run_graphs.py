@@ -1,6 +1,6 @@
 """Test graphs that record every node execution, so "not re-run" is provable.
 
-Each node appends `<tag>:<node>` to the file named by GK_TEST_RECORD_FILE (when set). Nodes
+Each node appends `<tag>:<node>@<pid>` to the file named by GK_TEST_RECORD_FILE (when set). Nodes
 of `steps` sleep for `state["sleep"]` seconds in `b`, which gives tests a window to kill or
 cancel a run between super-steps.
 """
@@ -25,7 +25,7 @@ def record(tag: str, node: str) -> None:
     path = os.environ.get("GK_TEST_RECORD_FILE")
     if path:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{tag}:{node}\n")
+            fh.write(f"{tag}:{node}@{os.getpid()}\n")
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -215,3 +215,35 @@ _goto_builder.add_node("first", _goto_node("first"))
 _goto_builder.add_node("second", _goto_node("second"))
 _goto_builder.add_edge(START, "first")
 jumps = _goto_builder.compile(name="jumps")
+
+
+class FanState(TypedDict, total=False):
+    tag: str
+    sleep: float
+    done: Annotated[list[str], operator.add]
+
+
+async def _fast(state: FanState) -> dict[str, Any]:
+    record(state.get("tag", ""), "fast")
+    return {"done": ["fast"]}
+
+
+async def _slow(state: FanState) -> dict[str, Any]:
+    await asyncio.sleep(float(state.get("sleep", 0)))
+    record(state.get("tag", ""), "slow")
+    return {"done": ["slow"]}
+
+
+async def _join(state: FanState) -> dict[str, Any]:
+    record(state.get("tag", ""), "join")
+    return {"done": ["join"]}
+
+
+_fan = StateGraph(FanState)
+_fan.add_node("fast", _fast)
+_fan.add_node("slow", _slow)
+_fan.add_node("join", _join)
+_fan.add_edge(START, "fast")
+_fan.add_edge(START, "slow")
+_fan.add_edge(["fast", "slow"], "join")
+fan = _fan.compile(name="fan")
