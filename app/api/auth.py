@@ -156,7 +156,10 @@ class AuthMiddleware:
             try:
                 principal = await self.authenticator.authenticate(headers, scope)
             except Unauthorized as exc:
-                challenge = 'Bearer realm="graphkeep", error="invalid_token"'
+                # RFC 6750: no error code when the request carried no credentials at all
+                challenge = 'Bearer realm="graphkeep"'
+                if exc.detail != MISSING_CREDENTIALS:
+                    challenge += ', error="invalid_token"'
                 await _send_json(send, 401, exc.detail, {"WWW-Authenticate": challenge})
                 return
             except Exception as exc:

@@ -156,3 +156,44 @@ async def test_sdk_read_only_key_cannot_write(server: Server) -> None:
     assert await client.threads.count() == 0
     with pytest.raises(PermissionDeniedError):
         await client.threads.create()
+
+
+async def test_sdk_streams_through_auth_and_stays_in_tenant(server: Server) -> None:
+    key = server.cli("apikey", "create", "--tenant", "e2e-stream", "--user", "streamer")
+    owner = get_client(url=server.url, api_key=key)
+    thread = await owner.threads.create()
+    events = [
+        part.event
+        async for part in owner.runs.stream(
+            thread["thread_id"],
+            "agent",
+            input={"messages": [{"role": "human", "content": "hi"}]},
+            stream_mode="values",
+            stream_resumable=True,
+        )
+    ]
+    assert events[0] == "metadata" and "values" in events
+    run = (await owner.runs.list(thread["thread_id"]))[0]
+    # the owner can replay the stream; another tenant cannot see that it exists
+    replay = [
+        p.event
+        async for p in owner.runs.join_stream(
+            thread["thread_id"], run["run_id"], last_event_id="-1"
+        )
+    ]
+    assert "values" in replay
+    other = get_client(
+        url=server.url,
+        api_key=None,
+        headers=bearer(hs_token(claims(tenant="e2e-intruder", sub="eve", ttl=600))),
+    )
+    with pytest.raises(NotFoundError):
+        async for _ in other.runs.join_stream(thread["thread_id"], run["run_id"]):
+            pass
+    with pytest.raises(NotFoundError):
+        await other.runs.get(thread["thread_id"], run["run_id"])
+
+    # credentials never reach metrics or logs
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10).text
+    assert key not in metrics and HS_SECRET not in metrics
+    assert key not in server.log.read_text() and HS_SECRET not in server.log.read_text()

@@ -135,7 +135,11 @@ async def test_missing_and_malformed_credentials_are_401(
     sqlite_jwt_client: httpx.AsyncClient,
 ) -> None:
     c = sqlite_jwt_client
-    assert_401(await c.get("/probe/whoami"))
+    missing = await c.get("/probe/whoami")
+    assert_401(missing)
+    assert missing.headers["www-authenticate"] == 'Bearer realm="graphkeep"'
+    invalid = await c.get("/probe/whoami", headers=bearer("bogus"))
+    assert 'error="invalid_token"' in invalid.headers["www-authenticate"]
     assert_401(await c.post("/probe/things"))
     assert_401(await c.get("/no/such/route"))  # no hint about which routes exist
     assert_401(await c.get("/probe/whoami", headers={"Authorization": "Basic dXNlcjpwYXNz"}))
