@@ -43,6 +43,15 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield proc.url
 
 
+@pytest.fixture(scope="module")
+def slow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server with the run-engine test graphs (`steps` sleeps in its middle node)."""
+    tmp: Path = tmp_path_factory.mktemp("client_e2e_slow")
+    with serve(f"sqlite+aiosqlite:///{tmp / 'slow.db'}", tmp, workers=1) as proc:
+        assert proc.url is not None
+        yield proc.url
+
+
 @pytest.fixture
 def client(url: str) -> Iterator[Client]:
     with Client(url, max_retries=1, backoff=0.05) as c:
@@ -240,10 +249,9 @@ def test_examples_run(url: str, script: str, expected: str) -> None:
 
 
 async def test_stream_cut_mid_way_resumes_exactly_once(url: str) -> None:
-    upstream = url.removeprefix("http://")
-    host, port = upstream.split(":")
-    async with _CuttingProxy(host, int(port), cut_after=900) as proxy_url:
-        async with AsyncClient(proxy_url, backoff=0.05) as client:
+    """The run has finished by the time the client is back: the rest comes from the replay."""
+    async with _CuttingProxy(url, cut_in_event=4) as proxy:
+        async with AsyncClient(proxy.url, backoff=0.05) as client:
             thread = await client.threads.create()
             stream = client.runs.stream(
                 thread.thread_id,
@@ -252,35 +260,59 @@ async def test_stream_cut_mid_way_resumes_exactly_once(url: str) -> None:
                 stream_mode=["values", "messages"],
                 stream_resumable=True,
             )
-            got: list[StreamEvent] = [event async for event in stream]
-            assert stream.run_id is not None and stream.reconnects >= 1
+            got = [event async for event in stream]
+            assert stream.run_id is not None
             replay = client.runs.join_stream(thread.thread_id, stream.run_id, last_event_id="-1")
             everything = [event async for event in replay]
-    assert proxy_url and _CuttingProxy.cuts == 1
-    ids = [e.id for e in got]
-    assert len(ids) == len(set(ids)) and None not in ids  # exactly once
-    assert [(e.event, e.data, e.id) for e in got] == [
-        (e.event, e.data, e.id) for e in everything
-    ]  # and nothing lost
+    assert proxy.cuts == 1 and stream.reconnects >= 1
+    assert_exactly_once(got, everything)
     assert got[-1].values is not None
 
 
+async def test_stream_cut_while_the_run_is_running(slow_url: str) -> None:
+    """The client is back while the run still runs: replay, then live events."""
+    async with _CuttingProxy(slow_url, cut_in_event=3) as proxy:
+        async with AsyncClient(proxy.url, backoff=0.05) as client:
+            thread = await client.threads.create()
+            stream = client.runs.stream(
+                thread.thread_id, "steps", input={"sleep": 1.0}, stream_resumable=True
+            )
+            got = [event async for event in stream]
+            assert stream.run_id is not None
+            run = await client.runs.get(thread.thread_id, stream.run_id)
+            replay = client.runs.join_stream(thread.thread_id, stream.run_id, last_event_id="-1")
+            everything = [event async for event in replay]
+    assert proxy.cuts == 1 and stream.reconnects >= 1
+    assert run.status == "success"
+    assert_exactly_once(got, everything)
+    assert [e.values["trail"] for e in got if e.values is not None][-1] == ["a", "b", "c"]
+
+
+def assert_exactly_once(got: list[StreamEvent], everything: list[StreamEvent]) -> None:
+    ids = [e.id for e in got]
+    assert None not in ids and len(ids) == len(set(ids))  # nothing twice
+    assert [(e.event, e.data, e.id) for e in got] == [
+        (e.event, e.data, e.id) for e in everything
+    ]  # nothing lost, same order
+
+
 class _CuttingProxy:
-    """TCP proxy that drops the first run-stream connection after `cut_after` response bytes."""
+    """TCP proxy in front of the server that hard-drops the first event-stream connection
+    in the middle of its `cut_in_event`-th event; every other connection passes untouched."""
 
-    cuts = 0
-
-    def __init__(self, host: str, port: int, *, cut_after: int) -> None:
-        self._upstream = (host, port)
-        self._cut_after = cut_after
+    def __init__(self, upstream_url: str, *, cut_in_event: int) -> None:
+        host, port = upstream_url.removeprefix("http://").split(":")
+        self._upstream = (host, int(port))
+        self._cut_in_event = cut_in_event
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        type(self).cuts = 0
+        self.cuts = 0
+        self.url = ""
 
-    async def __aenter__(self) -> str:
+    async def __aenter__(self) -> _CuttingProxy:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        port = self._server.sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+        return self
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
@@ -297,11 +329,9 @@ class _CuttingProxy:
         assert task is not None
         self._tasks.add(task)
         up_reader, up_writer = await asyncio.open_connection(*self._upstream)
-        cut = asyncio.Event()
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer, cut, watch=None),
-                self._pipe(up_reader, writer, cut, watch=self),
+                self._pipe(reader, up_writer), self._pipe(up_reader, writer, downstream=True)
             )
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -311,29 +341,32 @@ class _CuttingProxy:
             self._tasks.discard(task)
 
     async def _pipe(
-        self,
-        src: asyncio.StreamReader,
-        dst: asyncio.StreamWriter,
-        cut: asyncio.Event,
-        *,
-        watch: _CuttingProxy | None,
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, *, downstream: bool = False
     ) -> None:
-        sent = 0
-        while not cut.is_set():
-            chunk = await src.read(256)
-            if not chunk:
-                break
-            if watch is not None and type(self).cuts == 0 and b"text/event-stream" in chunk:
-                sent = max(sent, 1)  # this connection carries the first stream
-            if sent:
-                sent += len(chunk)
-                if sent > self._cut_after:
-                    type(self).cuts += 1
-                    cut.set()
-                    dst.transport.abort()  # a hard drop, mid-body
+        seen = b""  # what this connection sent downstream so far, while it may be cut
+        while chunk := await src.read(512):
+            if downstream and self.cuts == 0:
+                seen += chunk
+                if (
+                    b"text/event-stream" in seen
+                    and (cut := _nth(seen, b"event: ", self._cut_in_event)) is not None
+                ):
+                    self.cuts += 1
+                    dst.write(chunk[: len(chunk) - (len(seen) - cut - 10)])
+                    await dst.drain()
+                    dst.transport.abort()  # a hard drop in the middle of an event
                     return
             dst.write(chunk)
             await dst.drain()
-        cut.set()
         with contextlib.suppress(OSError):
             dst.write_eof()
+
+
+def _nth(data: bytes, needle: bytes, n: int) -> int | None:
+    """Offset of the n-th occurrence of `needle` in `data` (n >= 1), if there are that many."""
+    at = -1
+    for _ in range(n):
+        at = data.find(needle, at + 1)
+        if at == -1:
+            return None
+    return at
