@@ -67,18 +67,34 @@ def validation_detail(exc: RequestValidationError) -> str:
 
 DATABASE_ERRORS: tuple[type[Exception], ...] = (
     PoolTimeout,
-    OperationalError,
-    InterfaceError,
+    DBAPIError,  # OperationalError, InterfaceError and the driver's untyped errors
     ConnectionError,
     TimeoutError,
 )
+# SQLSTATEs meaning "this server cannot serve you right now", whatever class the driver maps
+# them to: connection exceptions (08xxx), shutting down / crashed / starting up (57P01-57P03,
+# e.g. "the database system is starting up" while PostgreSQL recovers), too many connections.
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def _sqlstate(exc: DBAPIError) -> str | None:
+    orig = exc.orig
+    for candidate in (orig, getattr(orig, "__cause__", None)):
+        code = getattr(candidate, "sqlstate", None)
+        if isinstance(code, str):
+            return code
+    return None
 
 
 def is_database_unavailable(exc: BaseException) -> bool:
+    """Whether `exc` means the database cannot be reached right now (answered 503)."""
     if isinstance(exc, PoolTimeout | OperationalError | InterfaceError):
         return True
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        code = _sqlstate(exc)
+        return code is not None and code.startswith(_UNAVAILABLE_SQLSTATES)
     return isinstance(exc, ConnectionError | TimeoutError)
 
 
@@ -110,12 +126,17 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("unhandled error", extra={"path": request.url.path})
         return JSONResponse({"detail": "internal server error"}, status_code=500)
 
+    async def database_error(request: Request, exc: Exception) -> JSONResponse:
+        if is_database_unavailable(exc):
+            return await unexpected(request, exc)
+        raise exc  # a real bug (constraint, SQL error): the 500 path below, with its traceback
+
     app.add_exception_handler(AppError, app_error)
     app.add_exception_handler(RequestValidationError, request_validation)
     app.add_exception_handler(StarletteHTTPException, http_exception)
     app.add_exception_handler(Exception, unexpected)
     # Handlers registered for `Exception` run in Starlette's ServerErrorMiddleware, which
     # re-raises after answering (a traceback per request during an outage). Registering the
-    # database error classes themselves answers them in ExceptionMiddleware instead.
+    # database error classes themselves answers outages in ExceptionMiddleware instead.
     for db_error in DATABASE_ERRORS:
-        app.add_exception_handler(db_error, unexpected)
+        app.add_exception_handler(db_error, database_error)

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,3 +228,42 @@ def test_outage_answers_503_then_recovers_without_restart(cluster: Cluster, serv
         after = _run_to_completion(client, fresh.json()["thread_id"], "hello again")
         assert after["messages"]
         assert _status_500_count(client) == 0
+
+
+def test_no_acknowledged_write_is_lost_across_a_crash(cluster: Cluster, server: str) -> None:
+    """Writes race the database going down: every write answered 200 survives the crash
+    (stop -m immediate is a crash: WAL recovery on restart); the rest got 503, not 500."""
+    acknowledged: list[str] = []
+    statuses: set[int] = set()
+    stop_writing = threading.Event()
+
+    def write() -> None:
+        with httpx.Client(base_url=server, timeout=30) as client:
+            n = 0
+            while not stop_writing.is_set():
+                n += 1
+                r = client.post("/threads", json={"metadata": {"n": n}})
+                statuses.add(r.status_code)
+                if r.status_code == 200:
+                    acknowledged.append(r.json()["thread_id"])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        time.sleep(1.0)
+        cluster.stop()
+        time.sleep(1.5)
+    finally:
+        cluster.start()
+        time.sleep(1.0)
+        stop_writing.set()
+        writer.join(60)
+    assert statuses <= {200, 503}, statuses
+    assert 503 in statuses and len(acknowledged) > 5
+    with httpx.Client(base_url=server, timeout=30) as client:
+        deadline = time.monotonic() + 60
+        while client.get("/ready").status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.25)
+        missing = [t for t in acknowledged if client.get(f"/threads/{t}").status_code != 200]
+    assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged threads were lost"

@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
+from app.api.errors import is_database_unavailable
 from app.config import Settings
 from app.db.engine import create_engine
 from app.main import create_app
@@ -109,3 +111,25 @@ async def test_ready_does_not_hang_on_a_silent_database() -> None:
     assert time.monotonic() - started < 5
     assert (result.ready, result.database) == (False, False)
     assert result.detail is not None and "within 1s" in result.detail
+
+
+class _DriverError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "unavailable"),
+    [
+        ("57P03", True),  # the database system is starting up (crash recovery)
+        ("57P01", True),  # admin shutdown
+        ("08006", True),  # connection failure
+        ("53300", True),  # too many connections
+        ("23505", False),  # unique violation: a bug or a conflict, not an outage
+        ("42P01", False),  # undefined table
+    ],
+)
+def test_database_errors_are_classified_by_sqlstate(sqlstate: str, unavailable: bool) -> None:
+    exc = DBAPIError("SELECT 1", None, _DriverError(sqlstate))
+    assert is_database_unavailable(exc) is unavailable
