@@ -20,18 +20,21 @@ from sqlalchemy import (
     String,
     Text,
     and_,
+    bindparam,
     cast,
     delete,
     insert,
     literal,
     null,
     select,
+    true,
     union_all,
 )
 from sqlalchemy.engine import Dialect
 
-from app.db.dialect import insert_for, json_contains
+from app.db.dialect import insert_for, json_contains, json_pairs
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
+from app.db.types import JSONType
 
 CP = checkpoints.c
 BL = checkpoint_blobs.c
@@ -44,6 +47,7 @@ WRITE_KEYS = ["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_
 # Kinds of rows in the values-and-writes union.
 KIND_VALUE = "v"
 KIND_WRITE = "w"
+INLINE_MARKER = ""  # value_versions entry of a value kept inline (see codec.INLINE)
 
 HEADER_COLUMNS = (
     CP.thread_id,
@@ -127,6 +131,103 @@ def select_checkpoint(
     if checkpoint_id is not None:
         return stmt.where(CP.checkpoint_id == checkpoint_id)
     return stmt.order_by(CP.checkpoint_id.desc()).limit(1)
+
+
+def select_tuple(dialect: Dialect, *, by_id: bool) -> CompoundSelect[Any]:
+    """`get_tuple` in one statement: the checkpoint row (a primary-key probe, or the first
+    row of a backward index scan for the latest), then a primary-key probe per blob its
+    `value_versions` references (never the thread's other blobs), then its pending writes.
+
+    Binds `tenant_id`, `thread_id`, `checkpoint_ns` (and `checkpoint_id` when `by_id`).
+    Joins match on the head row's own key columns, so each probe uses the whole primary key
+    whatever the planner's statistics.
+    """
+    head = select(CP.tenant_id, *HEADER_COLUMNS).where(
+        CP.tenant_id == bindparam("tenant_id"),
+        CP.thread_id == bindparam("thread_id"),
+        CP.checkpoint_ns == bindparam("checkpoint_ns"),
+    )
+    if by_id:
+        head = head.where(CP.checkpoint_id == bindparam("checkpoint_id"))
+    else:
+        head = head.order_by(CP.checkpoint_id.desc()).limit(1)
+    h = head.cte("head").c
+    no_text = cast(null(), Text)
+    no_json = cast(null(), JSONType)
+    header = select(
+        literal("h").label("kind"),
+        h.checkpoint_id,
+        h.parent_checkpoint_id,
+        no_text.label("channel"),
+        no_text.label("key"),
+        no_text.label("task_path"),
+        cast(null(), Integer).label("idx"),
+        h.type,
+        h.checkpoint.label("blob"),
+        h.metadata,
+        h.value_versions,
+    )
+    pairs = json_pairs(dialect, h.value_versions)
+
+    def blob_column(column: Any) -> Any:
+        # A correlated scalar subquery per referenced (channel, version): always a probe by
+        # the whole primary key. A join here lets the planner hash the thread's blobs instead
+        # (jsonb_each_text is estimated at 100 rows), which is what makes langgraph's
+        # PostgreSQL saver slow down as a thread grows.
+        return (
+            select(column)
+            .where(
+                BL.tenant_id == h.tenant_id,
+                BL.thread_id == h.thread_id,
+                BL.checkpoint_ns == h.checkpoint_ns,
+                BL.channel == pairs.c.key,
+                BL.version == pairs.c.value,
+            )
+            .scalar_subquery()
+        )
+
+    values = (
+        select(
+            literal(KIND_VALUE),
+            no_text,
+            no_text,
+            cast(pairs.c.key, Text),
+            cast(pairs.c.value, Text),
+            no_text,
+            cast(null(), Integer),
+            blob_column(BL.type),
+            blob_column(BL.blob),
+            no_json,
+            no_json,
+        )
+        .select_from(h.checkpoint_id.table)
+        .join(pairs, true())
+        .where(pairs.c.value != INLINE_MARKER)
+    )
+    writes = select(
+        literal(KIND_WRITE),
+        no_text,
+        no_text,
+        WR.channel,
+        WR.task_id,
+        WR.task_path,
+        WR.idx,
+        WR.type,
+        WR.blob,
+        no_json,
+        no_json,
+    ).select_from(
+        h.checkpoint_id.table.join(
+            checkpoint_writes,
+            and_(
+                WR.tenant_id == h.tenant_id,
+                WR.thread_id == h.thread_id,
+                WR.checkpoint_ns == h.checkpoint_ns,
+                WR.checkpoint_id == h.checkpoint_id,
+            ),
+        )
+    )
+    return union_all(header, values, writes)
 
 
 def select_checkpoints(

@@ -64,6 +64,8 @@ class SQLSaver(SyncBridge):
             if self._one_statement
             else engine
         )
+        self._get_by_id = queries.select_tuple(engine.dialect, by_id=True)
+        self._get_latest = queries.select_tuple(engine.dialect, by_id=False)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -222,24 +224,28 @@ class SQLSaver(SyncBridge):
     # ----------------------------------------------------------------- get / list
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """One checkpoint by id (None if unknown), or the thread's latest."""
-        key = self._thread_key(config)
+        """One checkpoint by id (None if unknown), or the thread's latest: one statement."""
+        params: dict[str, Any] = self._thread_key(config)
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None:
-            check_text(checkpoint_id, "checkpoint id", _CHECKPOINT_ID_MAX)
+            params["checkpoint_id"] = check_text(checkpoint_id, "checkpoint id", _CHECKPOINT_ID_MAX)
+        stmt = self._get_latest if checkpoint_id is None else self._get_by_id
         async with self._reader() as conn:
-            header = (
-                await conn.execute(
-                    queries.select_checkpoint(
-                        self.tenant_id, key["thread_id"], key["checkpoint_ns"], checkpoint_id
-                    )
-                )
-            ).first()
-            if header is None:
-                return None
-            rows = await self._values_and_writes(conn, key, [header])
-        tuples = await self._decode([header], rows)
-        return tuples[0]
+            rows = (await conn.execute(stmt, params)).all()
+        header = next((r for r in rows if r.kind == "h"), None)
+        if header is None:
+            return None
+        head = _Header(params["thread_id"], params["checkpoint_ns"], header)
+        blobs = {(r.channel, r.key): (r.type, r.blob) for r in rows if r.kind == queries.KIND_VALUE}
+        writes = [
+            (r.key, r.channel, r.task_path or "", r.idx, r.type, r.blob)
+            for r in rows
+            if r.kind == queries.KIND_WRITE
+        ]
+        size = sum(len(r.blob or b"") for r in rows)
+        if size > _OFFLOAD_BYTES:
+            return await asyncio.to_thread(self._tuple_from, head, blobs, writes)
+        return self._tuple_from(head, blobs, writes)
 
     async def alist(
         self,
@@ -284,7 +290,7 @@ class SQLSaver(SyncBridge):
                         (thread, namespace, r)
                         for r in await self._values_and_writes(conn, key, members)
                     )
-            for tup in await self._decode(page, rows, grouped=True):
+            for tup in await self._decode(page, rows):
                 yield tup
 
     async def _values_and_writes(
@@ -304,62 +310,58 @@ class SQLSaver(SyncBridge):
         )
         return list((await conn.execute(stmt)).all())
 
-    async def _decode(
-        self, headers: Sequence[Any], rows: Sequence[Any], *, grouped: bool = False
-    ) -> list[CheckpointTuple]:
+    async def _decode(self, headers: Sequence[Any], rows: Sequence[Any]) -> list[CheckpointTuple]:
+        """Decode a page of `alist`; rows are (thread_id, checkpoint_ns, row)."""
         size = sum(len(h.checkpoint) for h in headers)
-        size += sum(len((r[2] if grouped else r).blob or b"") for r in rows)
+        size += sum(len(r[2].blob or b"") for r in rows)
         if size > _OFFLOAD_BYTES:
-            return await asyncio.to_thread(self._build_tuples, headers, rows, grouped)
-        return self._build_tuples(headers, rows, grouped)
+            return await asyncio.to_thread(self._build_tuples, headers, rows)
+        return self._build_tuples(headers, rows)
 
-    def _build_tuples(
-        self, headers: Sequence[Any], rows: Sequence[Any], grouped: bool
-    ) -> list[CheckpointTuple]:
+    def _build_tuples(self, headers: Sequence[Any], rows: Sequence[Any]) -> list[CheckpointTuple]:
         blobs: dict[tuple[str, str, str, str], tuple[str, bytes | None]] = {}
         writes: dict[tuple[str, str, str], list[Any]] = {}
-        for item in rows:
-            thread, namespace, row = item if grouped else (None, None, item)
+        for thread, namespace, row in rows:
             if row.kind == queries.KIND_VALUE:
-                blobs[(thread or "", namespace or "", row.channel, row.key)] = (row.type, row.blob)
+                blobs[(thread, namespace, row.channel, row.key)] = (row.type, row.blob)
             else:
                 checkpoint_id, task_id = row.key.split("|", 1)
-                writes.setdefault((thread or "", namespace or "", checkpoint_id), []).append(
+                writes.setdefault((thread, namespace, checkpoint_id), []).append(
                     (task_id, row.channel, row.task_path or "", row.idx, row.type, row.blob)
                 )
         result = []
         for header in headers:
-            thread = header.thread_id if grouped else ""
-            namespace = header.checkpoint_ns if grouped else ""
+            thread, namespace = header.thread_id, header.checkpoint_ns
             mine = {
                 (channel, version): blobs[(thread, namespace, channel, version)]
                 for channel, version in (header.value_versions or {}).items()
                 if (thread, namespace, channel, version) in blobs
             }
-            checkpoint = codec.decode_checkpoint(
-                self.serde, header.type, header.checkpoint, header.value_versions or {}, mine
-            )
-            pending = codec.decode_writes(
-                self.serde, writes.get((thread, namespace, header.checkpoint_id), [])
-            )
-            conf = {
-                "thread_id": header.thread_id,
-                "checkpoint_ns": header.checkpoint_ns,
-            }
-            result.append(
-                CheckpointTuple(
-                    config={"configurable": {**conf, "checkpoint_id": header.checkpoint_id}},
-                    checkpoint=checkpoint,
-                    metadata=header.metadata,
-                    parent_config=(
-                        {"configurable": {**conf, "checkpoint_id": header.parent_checkpoint_id}}
-                        if header.parent_checkpoint_id
-                        else None
-                    ),
-                    pending_writes=pending,
-                )
-            )
+            pending = writes.get((thread, namespace, header.checkpoint_id), [])
+            result.append(self._tuple_from(header, mine, pending))
         return result
+
+    def _tuple_from(
+        self,
+        header: Any,
+        blobs: Mapping[tuple[str, str], tuple[str, bytes | None]],
+        writes: Sequence[tuple[str, str, str, int, str, bytes | None]],
+    ) -> CheckpointTuple:
+        checkpoint = codec.decode_checkpoint(
+            self.serde, header.type, header.checkpoint, header.value_versions or {}, blobs
+        )
+        conf = {"thread_id": header.thread_id, "checkpoint_ns": header.checkpoint_ns}
+        return CheckpointTuple(
+            config={"configurable": {**conf, "checkpoint_id": header.checkpoint_id}},
+            checkpoint=checkpoint,
+            metadata=header.metadata,
+            parent_config=(
+                {"configurable": {**conf, "checkpoint_id": header.parent_checkpoint_id}}
+                if header.parent_checkpoint_id
+                else None
+            ),
+            pending_writes=codec.decode_writes(self.serde, writes),
+        )
 
     # ----------------------------------------------------------------- delta history
 
@@ -439,3 +441,17 @@ class SQLSaver(SyncBridge):
         for thread_id in ids:
             async with self._writer() as conn:
                 await maintenance.keep_latest(conn, self.tenant_id, thread_id)
+
+
+class _Header:
+    """The checkpoint row of `select_tuple`'s result, shaped like a `select_checkpoints` row."""
+
+    def __init__(self, thread_id: str, checkpoint_ns: str, row: Any) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id: str = row.checkpoint_id
+        self.parent_checkpoint_id: str | None = row.parent_checkpoint_id
+        self.type: str = row.type
+        self.checkpoint: bytes = row.blob
+        self.metadata: Any = row.metadata
+        self.value_versions: Any = row.value_versions

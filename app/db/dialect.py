@@ -93,6 +93,15 @@ def _name(dialect: Dialect | str) -> str:
     return dialect if isinstance(dialect, str) else dialect.name
 
 
+def json_pairs(dialect: Dialect | str, column: ColumnElement[Any]) -> Any:
+    """A JSON object column as rows (`key`, `value` text) to join against, in FROM:
+    `jsonb_each_text` on PostgreSQL, `json_each` on SQLite (both may reference an earlier
+    FROM item, so `FROM head, json_pairs(head.col)` works on both)."""
+    if _name(dialect) == "postgresql":
+        return func.jsonb_each_text(column).table_valued("key", "value")
+    return func.json_each(column).table_valued("key", "value")
+
+
 def json_contains(dialect: Dialect | str, column: ColumnElement[Any], value: Any) -> Any:
     """`column @> value` (JSONB containment) on PostgreSQL; the same test spelt for SQLite.
 
