@@ -107,7 +107,12 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
             loop.add_signal_handler(signum, stop.set)
         stop_metrics = None
         if settings.worker_metrics_port is not None:
-            stop_metrics = metrics.start_http_server(settings.worker_metrics_port, settings.host)
+            token = settings.metrics_token
+            stop_metrics = metrics.start_http_server(
+                settings.worker_metrics_port,
+                settings.host,
+                token=token.get_secret_value() if token is not None else None,
+            )
         try:
             await stop.wait()
         finally:

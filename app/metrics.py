@@ -17,10 +17,13 @@ metric objects, so names and labels are decided in one place.
 
 from __future__ import annotations
 
+import hmac
 import os
+import threading
 from collections.abc import Callable
+from typing import Any
+from wsgiref.simple_server import make_server
 
-import prometheus_client
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -31,6 +34,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler, make_wsgi_app
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -248,15 +252,31 @@ def render() -> bytes:
     return generate_latest(registry)
 
 
-def start_http_server(port: int, addr: str) -> Callable[[], None]:
+def start_http_server(port: int, addr: str, token: str | None = None) -> Callable[[], None]:
     """Serve /metrics from a background thread (for `graphkeep worker`, which has no API);
-    returns a function that stops it."""
+    returns a function that stops it. With `token`, requests need `Authorization: Bearer
+    <token>` (GRAPHKEEP_METRICS_TOKEN), as on the API's /metrics."""
     registry = REGISTRY
     path = multiprocess_dir()
     if path is not None:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
-    server, thread = prometheus_client.start_http_server(port, addr=addr, registry=registry)
+    metrics_app = make_wsgi_app(registry)
+
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        scheme, _, given = str(environ.get("HTTP_AUTHORIZATION", "")).partition(" ")
+        if token and not (
+            scheme.lower() == "bearer"
+            and hmac.compare_digest(given.strip().encode(), token.encode())
+        ):
+            headers = [("Content-Type", "application/json"), ("WWW-Authenticate", "Bearer")]
+            start_response("401 Unauthorized", headers)
+            return [b'{"detail": "a valid metrics bearer token is required"}']
+        return metrics_app(environ, start_response)
+
+    server = make_server(addr, port, guarded, ThreadingWSGIServer, handler_class=_SilentHandler)
+    thread = threading.Thread(target=server.serve_forever, name="worker-metrics", daemon=True)
+    thread.start()
 
     def stop() -> None:
         server.shutdown()

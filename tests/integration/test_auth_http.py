@@ -284,3 +284,24 @@ async def test_metrics_token(sqlite_url: str) -> None:
         assert r.status_code != 401 and token not in r.text
     async for _, c in _client(Settings(database_url=sqlite_url)):
         assert (await c.get("/metrics")).status_code != 401
+
+
+def test_worker_metrics_server_requires_the_token() -> None:
+    """`graphkeep worker`'s own /metrics port honours GRAPHKEEP_METRICS_TOKEN too."""
+    import socket
+
+    from app import metrics
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "worker-metrics-token-0123"
+    stop = metrics.start_http_server(port, "127.0.0.1", token=token)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert httpx.get(url, timeout=5).status_code == 401
+        assert httpx.get(url, headers=bearer("wrong"), timeout=5).status_code == 401
+        ok = httpx.get(url, headers=bearer(token), timeout=5)
+        assert ok.status_code == 200 and "graphkeep" in ok.text and token not in ok.text
+    finally:
+        stop()
