@@ -1,8 +1,10 @@
 """graphkeep_client against a live `graphkeep serve` (example graphs, SQLite temp file).
 
-One server for the module on a free loopback port. The stream resume test puts a TCP proxy in
-front of it that cuts the first run stream mid-body, so the client's reconnect with
-Last-Event-ID runs against the real join-stream endpoint.
+One server per module on a free loopback port (plus one with the slow run-engine test graphs).
+The examples/ scripts run against it too. The stream resume tests put a TCP proxy in front
+that drops the first run stream in the middle of an event, so the client's reconnect with
+Last-Event-ID runs against the real join-stream endpoint, once after the run ended and once
+while it still runs.
 """
 
 from __future__ import annotations
