@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 PUBLIC_KEY_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
 SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS
+MIN_SECRET_BYTES = 32
 MAX_TOKEN_CHARS = 16_384  # far above any real token; bounds the work a junk header causes
 
 # Scopes (the OAuth `scope` claim, space separated, or a JSON list): a token that grants
@@ -119,6 +120,9 @@ class JWTVerifier:
             )
         if algs & HMAC_ALGORITHMS and not secret:
             raise AuthConfigError("an HS* algorithm is enabled but GRAPHKEEP_JWT_SECRET is unset")
+        if secret and len(secret.encode()) < MIN_SECRET_BYTES:
+            # RFC 7518 3.2: an HMAC key at least as long as the hash output
+            raise AuthConfigError(f"GRAPHKEEP_JWT_SECRET must be at least {MIN_SECRET_BYTES} bytes")
         keys: list[Mapping[str, Any] | str] = []
         by_kid: dict[str, Mapping[str, Any]] = {}
         if public_key_file is not None:

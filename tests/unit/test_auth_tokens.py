@@ -156,6 +156,8 @@ def test_jwks_picks_key_by_kid(tmp_path: Path) -> None:
 def test_configuration_errors(tmp_path: Path) -> None:
     with pytest.raises(AuthConfigError, match="SECRET"):
         JWTVerifier.from_config(algorithms=["HS256"])
+    with pytest.raises(AuthConfigError, match="at least 32 bytes"):
+        JWTVerifier.from_config(algorithms=["HS256"], secret="short-secret")
     with pytest.raises(AuthConfigError, match="PUBLIC_KEY_FILE"):
         JWTVerifier.from_config(algorithms=["RS256"])
     with pytest.raises(AuthConfigError, match="unsupported"):
