@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
@@ -23,6 +25,37 @@ def normalize_url(url: str) -> str:
     elif backend == "sqlite" and parsed.get_driver_name() != "aiosqlite":
         parsed = parsed.set(drivername="sqlite+aiosqlite")
     return parsed.render_as_string(hide_password=False)
+
+
+# A pooled connection idle longer than this is pinged before use.
+PING_IDLE_SECONDS = 5.0
+
+
+def _ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
+    """Pre-ping only connections that sat idle, instead of SQLAlchemy's `pool_pre_ping`.
+
+    On asyncpg, `pool_pre_ping` wraps its ping in BEGIN / ROLLBACK (for pgbouncer): three
+    round trips on every checkout, more than a Store get or a checkpoint read itself costs
+    (measured in bench/store_bench.py). A connection used within `idle_seconds` is trusted; an
+    older one is pinged and, if dead, replaced (DisconnectionError makes the pool retry). A
+    connection that dies in between fails its statement, and SQLAlchemy then invalidates the
+    whole pool on that disconnect error, so the next checkout reconnects.
+    """
+    pool = engine.sync_engine.pool
+
+    @event.listens_for(pool, "checkin")
+    def _stamp(_dbapi_conn: Any, record: Any) -> None:
+        record.info["graphkeep_last_used"] = time.monotonic()
+
+    @event.listens_for(pool, "checkout")
+    def _ping_if_idle(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        last = record.info.get("graphkeep_last_used")
+        if last is None or time.monotonic() - last < idle_seconds:
+            return  # fresh from connect, or in use moments ago
+        try:
+            dbapi_conn.ping()
+        except Exception as exc:
+            raise DisconnectionError("stale pooled connection") from exc
 
 
 def create_engine(
@@ -53,9 +86,10 @@ def create_engine(
                 pool_size=pool_size,
                 max_overflow=max_overflow,
                 pool_timeout=timeout_seconds,
-                pool_pre_ping=True,
             )
     engine = create_async_engine(url, **kwargs)
+    if not is_sqlite(url) and not null_pool:
+        _ping_idle_connections(engine, PING_IDLE_SECONDS)
     if is_sqlite(url):
         busy_ms = int(timeout_seconds * 1000)
 
