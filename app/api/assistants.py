@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from fastapi import APIRouter, Query, Response
@@ -21,6 +22,7 @@ from app.assistants.schemas import (
     AssistantVersionsSearch,
     GraphSchemas,
 )
+from app.errors import NotFound
 from app.threads.service import delete_threads_of_assistant
 
 router = APIRouter(tags=["assistants"])
@@ -85,9 +87,22 @@ async def delete_assistant(
     principal: PrincipalDep,
     delete_threads: bool = Query(False),
 ) -> Response:
+    """Deletes every version; its in-flight runs are cancelled first."""
     await service.delete_assistant(
         state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id
     )
+    active = await service.active_run_ids(
+        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id
+    )
+    if active and state.runs is not None:
+        with suppress(NotFound):  # they may have finished in the meantime
+            await state.runs.cancel_many(
+                tenant_id=principal.tenant_id,
+                thread_id=None,
+                run_ids=active,
+                status=None,
+                action="interrupt",
+            )
     if delete_threads:
         await delete_threads_of_assistant(
             state.engine,

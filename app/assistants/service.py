@@ -31,7 +31,7 @@ from app.assistants.schemas import (
 )
 from app.db.dialect import upsert
 from app.db.listing import check_select, check_sort_order, order_by
-from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants
+from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants, runs
 from app.db.types import utcnow
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound, ValidationFailed
 from app.graphs.registry import GraphRegistry
@@ -232,6 +232,18 @@ async def patch_assistant(
     return await get_assistant(
         engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
     )
+
+
+async def active_run_ids(engine: AsyncEngine, *, tenant_id: str, assistant_id: str) -> list[str]:
+    """Pending or running runs of this assistant (cancelled before it is deleted)."""
+    assistant_id = parse_uuid(assistant_id, what="assistant_id")
+    async with engine.connect() as conn:
+        stmt = select(runs.c.run_id).where(
+            runs.c.tenant_id == tenant_id,
+            runs.c.assistant_id == assistant_id,
+            runs.c.status.in_(("pending", "running")),
+        )
+        return list((await conn.execute(stmt)).scalars().all())
 
 
 async def delete_assistant(engine: AsyncEngine, *, tenant_id: str, assistant_id: str) -> None:

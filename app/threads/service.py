@@ -95,7 +95,18 @@ async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCrea
         if body.if_exists == "do_nothing":
             return q.row_to_thread(existing)
         raise Conflict(f"Thread '{thread_id}' already exists")
-    return await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+    # Built from what was inserted: no second round trip to read it back.
+    return Thread(
+        thread_id=thread_id,
+        created_at=now,
+        updated_at=now,
+        state_updated_at=now,
+        metadata=dict(body.metadata or {}),
+        config={},
+        status="idle",
+        values=None,
+        interrupts={},
+    )
 
 
 async def patch_thread(

@@ -28,7 +28,7 @@ from app.threads.schemas import (
     Thread,
     ThreadState,
 )
-from app.threads.service import get_thread
+from app.threads.service import get_thread, parse_thread_id
 
 CHECKPOINT_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_map")
 
@@ -241,16 +241,21 @@ async def update_state(
     store: Any,
 ) -> StateUpdateResult:
     """Apply `values` as `as_node` (forking from `checkpoint` when given), refresh the thread."""
-    thread = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
+    thread_id = parse_thread_id(thread_id)
+    async with engine.connect() as conn:  # one connection for both checks
+        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+        if row is None:
+            raise NotFound(f"Thread '{thread_id}' not found")
+        busy = await has_active_runs(conn, tenant_id=tenant_id, thread_id=thread_id)
+    thread = q.row_to_thread(row)
     graph_id = _graph_id(thread, graphs)
     if graph_id is None:
         raise InvalidInput(
             f"Thread '{thread.thread_id}' has no graph yet: run it once, or create it with "
             "graph_id (metadata.graph_id) before updating its state"
         )
-    async with engine.connect() as conn:
-        if await has_active_runs(conn, tenant_id=tenant_id, thread_id=thread.thread_id):
-            raise Conflict(f"Thread '{thread.thread_id}' has a pending or running run")
+    if busy:
+        raise Conflict(f"Thread '{thread.thread_id}' has a pending or running run")
     ref: JSONObject = body.checkpoint.model_dump(exclude_none=True) if body.checkpoint else {}
     if body.checkpoint_id and "checkpoint_id" not in ref:
         ref["checkpoint_id"] = body.checkpoint_id

@@ -226,3 +226,38 @@ async def test_schemas_and_graph(client: httpx.AsyncClient) -> None:
     assert (await client.get("/assistants/approval/graph?xray=maybe")).status_code == 422
     assert (await client.get("/assistants/nograph/graph")).status_code == 422
     assert (await client.get(f"/assistants/{uuid.uuid4()}/schemas")).status_code == 404
+
+
+async def test_delete_cancels_in_flight_runs(client: httpx.AsyncClient) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert, select
+
+    from app.db.tables import runs
+
+    aid = (await create(client))["assistant_id"]
+    tid = (await client.post("/threads", json={})).json()["thread_id"]
+    engine = client._transport.app.state.graphkeep.engine  # type: ignore[attr-defined]
+    now = datetime.now(UTC)
+    run_id = str(uuid.uuid4())
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(runs).values(
+                run_id=run_id,
+                tenant_id="default",
+                thread_id=tid,
+                assistant_id=aid,
+                graph_id="agent",
+                status="pending",
+                metadata={},
+                kwargs={},
+                multitask_strategy="reject",
+                created_at=now,
+                updated_at=now,
+                available_at=now,
+            )
+        )
+    assert (await client.delete(f"/assistants/{aid}")).status_code == 204
+    async with engine.connect() as conn:
+        status = (await conn.execute(select(runs.c.status).where(runs.c.run_id == run_id))).scalar()
+    assert status == "interrupted"
