@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 PUBLIC_KEY_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
 SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS
 MIN_SECRET_BYTES = 32
+JWKS_REFRESH_SECONDS = 10.0
 MAX_TOKEN_CHARS = 16_384  # far above any real token; bounds the work a junk header causes
 
 # Scopes (the OAuth `scope` claim, space separated, or a JSON list): a token that grants
@@ -78,22 +80,85 @@ def _kty_for(alg: str) -> str:
     return "RSA" if alg.startswith("RS") else "EC"
 
 
+def _load_jwks(path: Path, algorithms: frozenset[str]) -> list[dict[str, Any]]:
+    """The usable public keys of a JWKS file; AuthConfigError if it has none or is malformed."""
+    try:
+        document = json.loads(_read(path))
+    except json.JSONDecodeError:
+        raise AuthConfigError(f"{path} is not valid JSON") from None
+    entries = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(k, dict) for k in entries):
+        raise AuthConfigError(f"{path} is not a JWKS document ({{'keys': [...]}})")
+    if any("d" in e or e.get("kty") == "oct" for e in entries):
+        raise AuthConfigError(f"{path} must hold public keys only")
+    # unusable entries are skipped: an IdP's set may hold EC keys while only RS256 is on
+    usable = [e for e in entries if _usable(e, algorithms)]
+    if not usable:
+        raise AuthConfigError(f"{path} holds no public key usable with {sorted(algorithms)}")
+    return usable
+
+
+class _JWKSFile:
+    """A JWKS file's keys, re-read when the file changes: rotating keys needs no restart.
+
+    A token with an unknown `kid` triggers at most one `stat` per `refresh_seconds`, and a
+    re-read only if the file's mtime moved; a broken new file keeps the previous keys.
+    """
+
+    def __init__(self, path: Path, algorithms: frozenset[str], refresh_seconds: float) -> None:
+        self.path = path
+        self.algorithms = algorithms
+        self.refresh_seconds = refresh_seconds
+        self.keys = _load_jwks(path, algorithms)
+        self.by_kid = _index(self.keys)
+        self._mtime = _mtime(path)
+        self._checked = time.monotonic()
+
+    def maybe_reload(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < self.refresh_seconds:
+            return
+        self._checked = now
+        mtime = _mtime(self.path)
+        if mtime == self._mtime:
+            return
+        self._mtime = mtime
+        try:
+            keys = _load_jwks(self.path, self.algorithms)
+        except AuthConfigError as exc:
+            log.warning("jwks reload failed; keeping the previous keys", extra={"error": str(exc)})
+            return
+        self.keys, self.by_kid = keys, _index(keys)
+        log.info("jwks reloaded", extra={"keys": len(keys)})
+
+
+def _index(keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {k["kid"]: k for k in keys if isinstance(k.get("kid"), str)}
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class JWTVerifier:
     """Verifies bearer tokens and maps their claims to a `Principal`.
 
     Build it with `JWTVerifier.from_config(...)`; it holds only public material and the
-    HMAC secret, and does no I/O per request.
+    HMAC secret. The only I/O after start-up is the rate-limited JWKS check on an unknown kid.
     """
 
     algorithms: frozenset[str]
     secret: str | None = None
-    public_keys: tuple[Mapping[str, Any] | str, ...] = ()  # PEM strings and/or JWK dicts
+    public_keys: tuple[str, ...] = ()  # PEM
+    jwks: _JWKSFile | None = None
     issuer: str | None = None
     audience: str | None = None
     leeway_seconds: int = 30
     tenant_claim: str = "tenant_id"
-    _jwks_by_kid: dict[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_config(
@@ -107,6 +172,7 @@ class JWTVerifier:
         audience: str | None = None,
         leeway_seconds: int = 30,
         tenant_claim: str = "tenant_id",
+        jwks_refresh_seconds: float = JWKS_REFRESH_SECONDS,
     ) -> JWTVerifier:
         """Validate the configuration and load key files (sync; call once at start-up)."""
         algs = frozenset(algorithms)
@@ -123,29 +189,13 @@ class JWTVerifier:
         if secret and len(secret.encode()) < MIN_SECRET_BYTES:
             # RFC 7518 3.2: an HMAC key at least as long as the hash output
             raise AuthConfigError(f"GRAPHKEEP_JWT_SECRET must be at least {MIN_SECRET_BYTES} bytes")
-        keys: list[Mapping[str, Any] | str] = []
-        by_kid: dict[str, Mapping[str, Any]] = {}
+        keys: list[str] = []
         if public_key_file is not None:
             pem = _read(public_key_file)
             _check_key(pem, algs, public_key_file)
             keys.append(pem)
-        if jwks_file is not None:
-            try:
-                document = json.loads(_read(jwks_file))
-            except json.JSONDecodeError:
-                raise AuthConfigError(f"{jwks_file} is not valid JSON") from None
-            entries = document.get("keys") if isinstance(document, dict) else None
-            if not isinstance(entries, list) or not all(isinstance(k, dict) for k in entries):
-                raise AuthConfigError(f"{jwks_file} is not a JWKS document ({{'keys': [...]}})")
-            # unusable entries are skipped: an IdP's set may hold EC keys while only RS256 is on
-            usable = [e for e in entries if "d" not in e and _usable(e, algs)]
-            if any("d" in e or e.get("kty") == "oct" for e in entries):
-                raise AuthConfigError(f"{jwks_file} must hold public keys only")
-            if not usable:
-                raise AuthConfigError(f"{jwks_file} holds no public key usable with {sorted(algs)}")
-            keys.extend(usable)
-            by_kid.update((e["kid"], e) for e in usable if isinstance(e.get("kid"), str))
-        if algs & PUBLIC_KEY_ALGORITHMS and not keys:
+        jwks = _JWKSFile(jwks_file, algs, jwks_refresh_seconds) if jwks_file else None
+        if algs & PUBLIC_KEY_ALGORITHMS and not keys and jwks is None:
             raise AuthConfigError(
                 "an RS*/ES* algorithm is enabled but neither GRAPHKEEP_JWT_PUBLIC_KEY_FILE "
                 "nor GRAPHKEEP_JWT_JWKS_FILE is set"
@@ -156,11 +206,11 @@ class JWTVerifier:
             algorithms=algs,
             secret=secret,
             public_keys=tuple(keys),
+            jwks=jwks,
             issuer=issuer,
             audience=audience,
             leeway_seconds=leeway_seconds,
             tenant_claim=tenant_claim,
-            _jwks_by_kid=by_kid,
         )
 
     # ------------------------------------------------------------------ verification
@@ -168,12 +218,17 @@ class JWTVerifier:
     def _candidate_keys(self, alg: str, kid: str | None) -> list[Mapping[str, Any] | str]:
         if alg in HMAC_ALGORITHMS:
             return [self.secret] if self.secret else []
-        if kid is not None and kid in self._jwks_by_kid:
-            candidates: list[Mapping[str, Any] | str] = [self._jwks_by_kid[kid]]
+        jwks = self.jwks
+        if jwks is not None and kid is not None and kid not in jwks.by_kid:
+            jwks.maybe_reload()  # a new kid may mean the issuer rotated its keys
+        candidates: list[Mapping[str, Any] | str]
+        if jwks is not None and kid is not None and kid in jwks.by_kid:
+            candidates = [jwks.by_kid[kid]]
         else:
             # A kid we do not know may still match the PEM key (which has no kid), or an
             # unlabelled JWKS entry; a labelled entry is never tried for a different kid.
-            candidates = [k for k in self.public_keys if isinstance(k, str) or "kid" not in k]
+            unlabelled = [k for k in jwks.keys if "kid" not in k] if jwks is not None else []
+            candidates = [*self.public_keys, *unlabelled]
         kty = _kty_for(alg)
         return [
             k

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -230,3 +231,54 @@ def test_key_files_are_checked_at_start_up(tmp_path: Path) -> None:
         algorithms=["RS256"], jwks_file=mixed, issuer=ISSUER, audience=AUDIENCE
     )
     assert v.verify(signed_token(claims(), rsa_private, "RS256", kid="rsa-1")).user_id == "alice"
+
+
+def test_jwks_rotation_without_restart(tmp_path: Path) -> None:
+    old_private, old_public = rsa_keypair()
+    new_private, new_public = rsa_keypair("other")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [public_jwk(old_public, "RS256", "old")]}))
+    v = JWTVerifier.from_config(
+        algorithms=["RS256"],
+        jwks_file=jwks,
+        issuer=ISSUER,
+        audience=AUDIENCE,
+        jwks_refresh_seconds=0,
+    )
+    new_token = signed_token(claims(sub="n"), new_private, "RS256", kid="new")
+    rejected(v, new_token)
+    # the issuer publishes the new key next to the old one
+    jwks.write_text(
+        json.dumps(
+            {
+                "keys": [
+                    public_jwk(old_public, "RS256", "old"),
+                    public_jwk(new_public, "RS256", "new"),
+                ]
+            }
+        )
+    )
+    stat = jwks.stat()
+    os.utime(jwks, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert v.verify(new_token).user_id == "n"
+    assert v.verify(signed_token(claims(sub="o"), old_private, "RS256", kid="old")).user_id == "o"
+    # a broken file keeps the keys that worked
+    jwks.write_text("{broken")
+    os.utime(jwks, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+    rejected(v, signed_token(claims(), old_private, "RS256", kid="unknown"))
+    assert v.verify(new_token).user_id == "n"
+
+
+def test_jwks_refresh_is_rate_limited(tmp_path: Path) -> None:
+    old_private, old_public = rsa_keypair()
+    new_private, new_public = rsa_keypair("other")
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [public_jwk(old_public, "RS256", "old")]}))
+    v = JWTVerifier.from_config(
+        algorithms=["RS256"], jwks_file=jwks, issuer=ISSUER, audience=AUDIENCE
+    )
+    jwks.write_text(json.dumps({"keys": [public_jwk(new_public, "RS256", "new")]}))
+    stat = jwks.stat()
+    os.utime(jwks, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    # within the refresh interval unknown kids do not re-read the file
+    rejected(v, signed_token(claims(), new_private, "RS256", kid="new"))
