@@ -46,7 +46,8 @@ async def config_factory(config: RunnableConfig):
 SEEN = []
 
 def runtime_factory(runtime: ServerRuntime):
-    SEEN.append((type(runtime).__name__, runtime.access_context, runtime.execution_runtime is not None))
+    executing = runtime.execution_runtime is not None
+    SEEN.append((type(runtime).__name__, runtime.access_context, executing))
     return builder("runtime")
 
 def both_factory(config: RunnableConfig, runtime: ServerRuntime):
