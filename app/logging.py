@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar, Token, copy_context
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -110,6 +110,14 @@ def log_context(**ids: str | None) -> Iterator[None]:
     finally:
         for var, token in reversed(tokens):
             var.reset(token)
+
+
+def context_with(**ids: str | None) -> Context:
+    """A copy of the current context with `ids` bound, for `asyncio.create_task(...,
+    context=...)`: a worker's run task logs with its run, thread and tenant ids throughout."""
+    context = copy_context()
+    context.run(bind, **ids)
+    return context
 
 
 def _extra_fields(record: logging.LogRecord) -> dict[str, Any]:

@@ -156,7 +156,7 @@ THREAD_HISTORY = Histogram(
 )
 STORE_OPERATION = Histogram(
     "graphkeep_store_operation_duration_seconds",
-    "Latency of Store operations by kind (get, put, delete, search, list_namespaces, sweep).",
+    "Latency of Store calls by op (get, put, delete, search, list_namespaces, batch, sweep).",
     ["op"],
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
@@ -365,6 +365,12 @@ def observe_checkpoint_writes(seconds: float) -> None:
 def observe_thread_history(length: int) -> None:
     """A thread's history length (checkpoints), observed when a run on it ends."""
     THREAD_HISTORY.observe(length)
+
+
+def observe_store_batch(ops: list[str], seconds: float) -> None:
+    """One Store batch: labelled by its op when all ops are of one kind, else `batch`."""
+    kinds = set(ops)
+    STORE_OPERATION.labels(kinds.pop() if len(kinds) == 1 else "batch").observe(seconds)
 
 
 def observe_store_operation(op: str, seconds: float) -> None:

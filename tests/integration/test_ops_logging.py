@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from app.config import Settings
-from app.logging import configure, current_context, log_context
+from app.logging import configure, context_with, current_context, log_context
 from app.main import create_app
 
 log = logging.getLogger("tests.ops_logging")
@@ -118,3 +119,21 @@ def test_text_format_is_readable(capsys: pytest.CaptureFixture[str]) -> None:
     assert "run_id=r-9" in line and "retry_in=1.5" in line
     assert "hunter2" not in err
     assert not line.startswith("{")
+
+
+async def test_task_started_with_context_with_logs_its_run(
+    json_logs: pytest.CaptureFixture[str],
+) -> None:
+    async def step() -> None:
+        log.info("inside run task")
+
+    task = asyncio.create_task(
+        step(), context=context_with(run_id="r-7", thread_id="t-7", tenant_id="acme")
+    )
+    await task
+    log.info("outside run task")
+    lines = _lines(json_logs.readouterr().err)
+    inside = next(line for line in lines if line["message"] == "inside run task")
+    outside = next(line for line in lines if line["message"] == "outside run task")
+    assert (inside["run_id"], inside["thread_id"], inside["tenant_id"]) == ("r-7", "t-7", "acme")
+    assert "run_id" not in outside

@@ -114,6 +114,8 @@ async def test_helpers_record_labelled_samples(client: httpx.AsyncClient) -> Non
     metrics.observe_queue_wait("agent", 0.2)
     metrics.observe_checkpoint_put(0.004, 2048)
     metrics.observe_store_operation("search", 0.01)
+    metrics.observe_store_batch(["put", "put"], 0.02)
+    metrics.observe_store_batch(["get", "put"], 0.03)
     metrics.stream_subscribed()
     text = (await client.get("/metrics")).text
     metrics.stream_unsubscribed()
@@ -129,6 +131,8 @@ async def test_helpers_record_labelled_samples(client: httpx.AsyncClient) -> Non
     assert delta("graphkeep_checkpoint_size_bytes_bucket", le="4096.0") == 1
     assert delta("graphkeep_checkpoint_size_bytes_bucket", le="1024.0") == 0
     assert delta("graphkeep_store_operation_duration_seconds_count", op="search") == 1
+    assert delta("graphkeep_store_operation_duration_seconds_count", op="put") == 1
+    assert delta("graphkeep_store_operation_duration_seconds_count", op="batch") == 1
     assert delta("graphkeep_stream_subscribers") == 1
 
 
