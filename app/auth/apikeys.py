@@ -26,6 +26,7 @@ from app.errors import InvalidInput, NotFound
 KEY_PREFIX = "gk_"
 _KEY_BYTES = 32
 _MAX_KEY_CHARS = 256
+_MAX_ID_CHARS = 255
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ async def create_api_key(
     """Store a new key and return its info and the plaintext key (shown once, never stored)."""
     if not tenant_id or tenant_id == SYSTEM_TENANT:
         raise InvalidInput(f"tenant must be a non-empty name other than {SYSTEM_TENANT!r}")
+    if len(tenant_id) > _MAX_ID_CHARS or len(user_id or "") > _MAX_ID_CHARS:
+        raise InvalidInput(f"tenant and user must be at most {_MAX_ID_CHARS} characters")
     key_id = str(uuid.uuid4())
     key = KEY_PREFIX + secrets.token_urlsafe(_KEY_BYTES)
     info = ApiKeyInfo(

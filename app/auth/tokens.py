@@ -29,6 +29,7 @@ HMAC_ALGORITHMS = frozenset({"HS256", "HS384", "HS512"})
 PUBLIC_KEY_ALGORITHMS = frozenset({"RS256", "RS384", "RS512", "ES256", "ES384", "ES512"})
 SUPPORTED_ALGORITHMS = HMAC_ALGORITHMS | PUBLIC_KEY_ALGORITHMS
 MIN_SECRET_BYTES = 32
+MAX_ID_CHARS = 255  # tenant and user ids fit the tenant_id / user_id columns
 JWKS_REFRESH_SECONDS = 10.0
 MAX_TOKEN_CHARS = 16_384  # far above any real token; bounds the work a junk header causes
 
@@ -284,11 +285,11 @@ class JWTVerifier:
         claims = self._decode(token)
         tenant = claims.get(self.tenant_claim)
         subject = claims.get("sub")
-        if not isinstance(tenant, str) or not tenant or tenant == "*":
+        if not isinstance(tenant, str) or not tenant or tenant == "*" or len(tenant) > MAX_ID_CHARS:
             # "*" owns the system assistants; no caller may act as that tenant
             log.info("jwt rejected", extra={"reason": "missing tenant claim"})
             raise Unauthorized(INVALID_TOKEN)
-        if not isinstance(subject, str) or not subject:
+        if not isinstance(subject, str) or not subject or len(subject) > MAX_ID_CHARS:
             raise Unauthorized(INVALID_TOKEN)
         scopes = parse_scopes(claims.get("scope"))
         return Principal(

@@ -83,6 +83,11 @@ async def test_system_tenant_and_empty_tenant_are_refused(engine: AsyncEngine) -
     for tenant in ("", "*"):
         with pytest.raises(InvalidInput):
             await create_api_key(engine, tenant_id=tenant)
+    with pytest.raises(InvalidInput):
+        await create_api_key(engine, tenant_id="t" * 256)
+    with pytest.raises(InvalidInput):
+        await create_api_key(engine, tenant_id="acme", user_id="u" * 256)
+    assert await list_api_keys(engine, tenant_id=None) == []
 
 
 def _cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:

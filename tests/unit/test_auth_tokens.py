@@ -66,6 +66,8 @@ def test_valid_hs256_token_maps_claims() -> None:
         pytest.param(claims(tenant="*"), id="system-tenant"),
         pytest.param(claims(tenant=["acme"]), id="tenant-not-a-string"),
         pytest.param(claims(sub=None), id="missing-sub"),
+        pytest.param(claims(tenant="t" * 256), id="tenant-too-long"),
+        pytest.param(claims(sub="u" * 256), id="sub-too-long"),
     ],
 )
 def test_bad_claims_are_rejected(payload: dict[str, object]) -> None:
