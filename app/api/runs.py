@@ -79,6 +79,7 @@ def _sse(
     modes: set[str] | None = None,
     cancel_on_disconnect: bool = False,
     headers: dict[str, str],
+    fresh: bool = False,
 ) -> StreamingResponse:
     service = _service(state)
     resumable = bool(run["kwargs"].get("resumable"))
@@ -88,7 +89,7 @@ def _sse(
         finished = False
         try:
             async for ev in service.stream(
-                tenant_id=principal.tenant_id, run_id=run_id, after_seq=after_seq
+                tenant_id=principal.tenant_id, run_id=run_id, after_seq=after_seq, fresh=fresh
             ):
                 if ev is None:
                     yield HEARTBEAT
@@ -197,6 +198,7 @@ async def stream_thread_run(
         principal,
         run,
         after_seq=0,
+        fresh=True,
         cancel_on_disconnect=payload.on_disconnect == "cancel",
         headers={"Location": f"{path}/stream", "Content-Location": path},
     )
@@ -370,6 +372,7 @@ async def stream_stateless_run(
         principal,
         run,
         after_seq=0,
+        fresh=True,
         cancel_on_disconnect=payload.on_disconnect == "cancel",
         headers={"Location": f"{path}/stream", "Content-Location": path},
     )

@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app.db.dialect import notify_channel_sql
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
+from app.runs.queue import one_statement
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,11 @@ class EventHub:
             self, run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, local=local
         )
 
-    def _release_local(self, run_id: str, local: _LocalLog) -> None:
+    def _release_local(self, run_id: str, local: _LocalLog, *, ended: bool) -> None:
+        if ended:
+            # The final status is committed: local readers may stop without asking the DB.
+            last = local.events[-1].seq if local.events else local.first_seq - 1
+            local.events.append(StreamEvent(last + 1, END_EVENT, "null"))
         local.closed = True
         if self._local.get(run_id) is local:
             del self._local[run_id]
@@ -280,15 +285,21 @@ class EventHub:
         tenant_id: str,
         after_seq: int | None,
         heartbeat: float = 5.0,
+        fresh: bool = False,
     ) -> AsyncIterator[StreamEvent | None]:
         """Events of a run after `after_seq` (None: live ones only), then live until its end.
 
         Yields None after `heartbeat` seconds of silence so callers can send keep-alives.
+        `fresh`: the run was created just now, so nothing is stored yet; the first look at the
+        database waits for a wake-up (at most a quarter of a second).
         """
         last = (
             after_seq if after_seq is not None else await self.last_seq(run_id, tenant_id=tenant_id)
         )
         local: _LocalLog | None = None
+        if fresh and run_id not in self._local:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._signal(run_id)), timeout=0.25)
         while True:
             signal = self._signal(run_id)  # taken before looking, so no wake-up is missed
             local = local if local is not None else self._local.get(run_id)
@@ -386,7 +397,8 @@ class RunPublisher:
         while self._pending:
             batch, self._pending = self._pending, []
             try:
-                async with self.hub.engine.begin() as conn:
+                # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
+                async with one_statement(self.hub.engine) as conn:
                     await conn.execute(insert(run_events), batch)
                     await self.hub.notify(conn, "e", self.run_id)
             except Exception as exc:
@@ -408,13 +420,13 @@ class RunPublisher:
             run_id=self.run_id, thread_id=self.thread_id, tenant_id=self.tenant_id, seq=self._seq
         )
 
-    def close(self) -> None:
-        """Call after the final transaction committed (or the run was handed back)."""
-        self.hub._release_local(self.run_id, self._local)
+    def close(self, *, ended: bool = False) -> None:
+        """Call after the final transaction committed (`ended`) or the run was handed back."""
+        self.hub._release_local(self.run_id, self._local, ended=ended)
 
     async def aclose(self) -> None:
         """Abandon: stop the writer (used when the process is going away)."""
         if self._writer is not None and not self._writer.done():
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(asyncio.shield(self._writer), timeout=5)
-        self.close()
+        self.close(ended=False)

@@ -77,10 +77,14 @@ class RunExecutor:
 
     async def execute(self, run: ClaimedRun, signals: RunSignals, *, worker_id: str) -> None:
         """Run `run` to a final status (or hand it back when drained); never raises."""
-        last = await self.hub.last_seq(run.run_id, tenant_id=run.tenant_id)
+        # A first attempt has no events yet; later attempts continue after the earlier ones.
+        last = (
+            0 if run.attempt <= 1 else await self.hub.last_seq(run.run_id, tenant_id=run.tenant_id)
+        )
         publisher = self.hub.publisher(
             run_id=run.run_id, thread_id=run.thread_id, tenant_id=run.tenant_id, last_seq=last
         )
+        ended = False
         try:
             outcome = await self._outcome(run, signals, publisher)
             if outcome is None:
@@ -93,11 +97,13 @@ class RunExecutor:
                 self.hub.queue_wakeup.set()
                 return
             await self._settle(run, outcome, publisher, worker_id=worker_id)
+            ended = True
         except Exception:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
         finally:
-            publisher.close()
-        await self._after(run)
+            publisher.close(ended=ended)
+        if ended:
+            await self._after(run)
 
     async def _outcome(
         self, run: ClaimedRun, signals: RunSignals, publisher: RunPublisher
@@ -251,7 +257,7 @@ class RunExecutor:
                 )
             await conn.execute(insert(run_events), [publisher.end_row()])
             await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)
-            await run_status.settle_thread(
+            settled = await run_status.settle_thread(
                 conn,
                 tenant_id=run.tenant_id,
                 thread_id=run.thread_id,
@@ -261,11 +267,16 @@ class RunExecutor:
                 error=outcome.error,
             )
             await self.hub.notify(conn, "e", run.run_id)
-            await self.hub.notify(conn, "q")
+            if settled == "busy":  # runs queued behind this one may start now
+                await self.hub.notify(conn, "q")
         self.hub.queue_wakeup.set()
 
     async def _after(self, run: ClaimedRun) -> None:
         """Webhook and temporary-thread clean-up, once the run is final."""
+        webhook = run.kwargs.get("webhook")
+        delete_thread = run.temporary and run.kwargs.get("on_completion", "delete") == "delete"
+        if not webhook and not delete_thread:
+            return
         async with self.engine.connect() as conn:
             row = (
                 await conn.execute(
@@ -276,10 +287,9 @@ class RunExecutor:
             ).first()
         if row is None or row.status in ("pending", "running"):
             return
-        webhook = run.kwargs.get("webhook")
         if webhook:
             await post_webhook(str(webhook), run_json(row))
-        if run.temporary and run.kwargs.get("on_completion", "delete") == "delete":
+        if delete_thread:
             await self._saver(run).adelete_thread(run.thread_id)
             async with self.engine.begin() as conn:
                 await run_status.delete_thread_row(

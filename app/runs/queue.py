@@ -8,14 +8,16 @@ run whose lease expired (its worker died) is put back to pending and claimed aga
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, exists, func, or_, select
+from sqlalchemy import and_, bindparam, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.dialect import lock_for_claim
+from app.db.dialect import lock_for_claim, single_statement_autocommit
 from app.db.tables import runs
 from app.db.types import utcnow
 
@@ -43,8 +45,15 @@ class LeaseState:
     cancel_action: str | None
 
 
-def _claim_statement(dialect_name: str, *, worker_id: str, lease_seconds: float) -> Any:
-    now = utcnow()
+_CLAIM_STATEMENTS: dict[str, Any] = {}
+
+
+def _claim_statement(dialect_name: str) -> Any:
+    """The claim UPDATE, built once per dialect (bound: p_now, p_lease_until, p_worker)."""
+    cached = _CLAIM_STATEMENTS.get(dialect_name)
+    if cached is not None:
+        return cached
+    now = bindparam("p_now", type_=runs.c.available_at.type)
     cand = runs.alias("cand")
     other = runs.alias("other")
     blocked = exists(
@@ -64,13 +73,13 @@ def _claim_statement(dialect_name: str, *, worker_id: str, lease_seconds: float)
         .limit(1)
     )
     candidate = lock_for_claim(dialect_name, candidate)
-    return (
+    stmt = (
         runs.update()
         .where(runs.c.run_id == candidate.scalar_subquery(), runs.c.status == "pending")
         .values(
             status="running",
-            worker_id=worker_id,
-            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            worker_id=bindparam("p_worker"),
+            lease_expires_at=bindparam("p_lease_until", type_=runs.c.lease_expires_at.type),
             attempt=runs.c.attempt + 1,
             started_at=func.coalesce(runs.c.started_at, now),
             updated_at=now,
@@ -89,13 +98,33 @@ def _claim_statement(dialect_name: str, *, worker_id: str, lease_seconds: float)
             runs.c.created_at,
         )
     )
+    _CLAIM_STATEMENTS[dialect_name] = stmt
+    return stmt
+
+
+@asynccontextmanager
+async def one_statement(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection for a single atomic write: autocommit on PostgreSQL (no BEGIN/COMMIT
+    round trips), the engine's write transaction on SQLite."""
+    if single_statement_autocommit(engine.dialect):
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+    else:
+        async with engine.begin() as conn:
+            yield conn
 
 
 async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) -> ClaimedRun | None:
     """Claim the next eligible run for `worker_id`, or None if there is none."""
-    async with engine.begin() as conn:
-        stmt = _claim_statement(conn.dialect.name, worker_id=worker_id, lease_seconds=lease_seconds)
-        row = (await conn.execute(stmt)).first()
+    now = utcnow()
+    params = {
+        "p_now": now,
+        "p_lease_until": now + timedelta(seconds=lease_seconds),
+        "p_worker": worker_id,
+    }
+    async with one_statement(engine) as conn:
+        row = (await conn.execute(_claim_statement(conn.dialect.name), params)).first()
     if row is None:
         return None
     return ClaimedRun(
@@ -117,7 +146,7 @@ async def renew(
     engine: AsyncEngine, *, run_id: str, worker_id: str, lease_seconds: float
 ) -> LeaseState:
     """Extend the lease; also reports a cancel asked for meanwhile."""
-    async with engine.begin() as conn:
+    async with one_statement(engine) as conn:
         row = (
             await conn.execute(
                 runs.update()
@@ -155,7 +184,7 @@ async def release(conn: AsyncConnection, *, run_id: str, worker_id: str) -> bool
 async def reap_expired(engine: AsyncEngine) -> list[str]:
     """Put runs whose lease expired back to pending; returns their ids."""
     now = utcnow()
-    async with engine.begin() as conn:
+    async with one_statement(engine) as conn:
         rows = await conn.execute(
             runs.update()
             .where(runs.c.status == "running", runs.c.lease_expires_at < now)

@@ -99,9 +99,12 @@ class RunService:
                 thread_metadata: JSONObject = metadata
             else:
                 thread_metadata = dict(thread.metadata or {})
-                to_cancel = await self._apply_strategy(
-                    conn, tenant_id=tenant_id, thread_id=thread_id, strategy=strategy
-                )
+                # Only a busy thread has runs in flight (busy is kept in the same transactions
+                # that add and settle runs), so an idle one needs no look at its runs.
+                if thread.status == "busy":
+                    to_cancel = await self._apply_strategy(
+                        conn, tenant_id=tenant_id, thread_id=thread_id, strategy=strategy
+                    )
             kwargs = prepare.build_kwargs(
                 payload,
                 principal=principal,
@@ -135,7 +138,7 @@ class RunService:
                 "attempt": 0,
                 "temporary": stateless,
             }
-            await conn.execute(runs.insert().values(**row))
+            created = (await conn.execute(runs.insert().values(**row).returning(runs))).one()
             await run_status.mark_thread_busy(
                 conn,
                 tenant_id=tenant_id,
@@ -148,7 +151,6 @@ class RunService:
                 config=kwargs["config"],
             )
             await self.hub.notify(conn, "q")
-            created = (await conn.execute(select(runs).where(runs.c.run_id == run_id))).one()
         self.hub.queue_wakeup.set()
         for other in to_cancel:
             self.hub.deliver_cancel(other)
@@ -345,10 +347,12 @@ class RunService:
     # ------------------------------------------------------------------ results
 
     def stream(
-        self, *, tenant_id: str, run_id: str, after_seq: int | None
+        self, *, tenant_id: str, run_id: str, after_seq: int | None, fresh: bool = False
     ) -> AsyncIterator[StreamEvent | None]:
-        """The run's events after `after_seq` (None: live only); None items are keep-alives."""
-        return self.hub.read(run_id, tenant_id=tenant_id, after_seq=after_seq)
+        """The run's events after `after_seq` (None: live only); None items are keep-alives.
+
+        `fresh`: the run was created by this request (nothing stored yet)."""
+        return self.hub.read(run_id, tenant_id=tenant_id, after_seq=after_seq, fresh=fresh)
 
     async def wait_output(
         self, *, tenant_id: str, thread_id: str, run_id: str, from_start: bool
@@ -357,7 +361,7 @@ class RunService:
         last_values: str | None = None
         error: str | None = None
         async for ev in self.hub.read(
-            run_id, tenant_id=tenant_id, after_seq=0 if from_start else None
+            run_id, tenant_id=tenant_id, after_seq=0 if from_start else None, fresh=from_start
         ):
             if ev is None:
                 yield None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, select
+from sqlalchemy import case, exists, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -112,25 +112,35 @@ async def settle_thread(
     values: Any = _UNSET,
     interrupts: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
-) -> None:
-    """Write the thread's state after a run ended or was cancelled.
+) -> str | None:
+    """Write the thread's state after a run ended or was cancelled; returns its new status.
 
     `status` is what the thread would be on its own (idle / interrupted / error); any other
-    pending or running run on the thread makes it `busy` instead (busy wins).
+    pending or running run on the thread makes it `busy` instead (busy wins). One statement.
     """
     now = utcnow()
-    if await has_active_runs(conn, tenant_id=tenant_id, thread_id=thread_id):
-        status = "busy"
-    changes: dict[str, Any] = {"status": status, "updated_at": now, "error": error}
+    active = exists().where(
+        runs.c.thread_id == thread_id,
+        runs.c.tenant_id == tenant_id,
+        runs.c.status.in_(("pending", "running")),
+    )
+    changes: dict[str, Any] = {
+        "status": case((active, "busy"), else_=status),
+        "updated_at": now,
+        "error": error,
+    }
     if values is not _UNSET:
         changes["values"] = values
         changes["interrupts"] = interrupts or {}
         changes["state_updated_at"] = now
-    await conn.execute(
+    result = await conn.execute(
         threads.update()
         .where(threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id)
         .values(**changes)
+        .returning(threads.c.status)
     )
+    value = result.scalar()
+    return None if value is None else str(value)
 
 
 async def delete_thread_row(conn: AsyncConnection, *, tenant_id: str, thread_id: str) -> None:

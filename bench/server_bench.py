@@ -1,0 +1,335 @@
+"""Run-engine benchmark: graphkeep on PostgreSQL vs the official `langgraph dev` server.
+
+Both servers serve the same echo graph (one node that returns its input) over loopback HTTP:
+
+- runs/wait            POST /runs/wait (stateless): p50 / p95 latency and throughput at
+                       concurrency 1, 8 and 32
+- stream               POST /threads/{t}/runs/stream: time to the first event and to the last
+- one thread           200 sequential runs/wait on one thread: median latency of the last 20
+                       over the first 20 (must stay flat as the thread's history grows)
+
+The official server comes from `langgraph-cli[inmem]`, installed by this script into its own
+virtual environment under .bench-venvs/ (nothing is installed globally).
+
+    python bench/server_bench.py                 # full run (PostgreSQL on 127.0.0.1:5432)
+    python bench/server_bench.py --quick         # fewer requests
+    python bench/server_bench.py --skip-official
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / ".bench-venvs" / "langgraph-dev"
+PG_ADMIN_DSN = os.environ.get("BENCH_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+ECHO_GRAPH = """
+from typing import Any, TypedDict
+
+from langgraph.graph import START, StateGraph
+
+
+class State(TypedDict, total=False):
+    text: str
+
+
+def echo(state: State) -> dict[str, Any]:
+    return {"text": state.get("text", "")}
+
+
+builder = StateGraph(State)
+builder.add_node("echo", echo)
+builder.add_edge(START, "echo")
+graph = builder.compile()
+"""
+CONCURRENCY = (1, 8, 32)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("GRAPHKEEP_", "LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_"))
+    }
+    env.update(extra)
+    return env
+
+
+def install_langgraph_dev() -> Path:
+    """A venv with langgraph-cli[inmem]; returns its `langgraph` executable."""
+    exe = VENV / "bin" / "langgraph"
+    if exe.exists():
+        return exe
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    pip = [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    done = subprocess.run([*pip, "langgraph-cli[inmem]"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"installing langgraph-cli[inmem] failed:\n{done.stderr[-3000:]}")
+    return exe
+
+
+def tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
+
+
+async def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 180
+    async with httpx.AsyncClient() as client:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited:\n{tail(log)}")
+            try:
+                if (await client.get(url + "/ok", timeout=2)).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start:\n{tail(log)}")
+            await asyncio.sleep(0.3)
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], log: Path, cwd: Path) -> Iterator[Any]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+async def pg_database(action: str, name: str) -> None:
+    conn = await asyncpg.connect(PG_ADMIN_DSN)
+    try:
+        if action == "create":
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        else:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def summary(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 2),
+    }
+
+
+async def timed_calls(
+    call: Callable[[], Awaitable[None]], total: int, concurrency: int
+) -> dict[str, float]:
+    """`total` calls by `concurrency` concurrent clients: latency percentiles and runs/s."""
+    remaining = total
+    samples: list[float] = []
+
+    async def client() -> None:
+        nonlocal remaining
+        while remaining > 0:
+            remaining -= 1
+            start = time.perf_counter()
+            await call()
+            samples.append((time.perf_counter() - start) * 1000)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    return {**summary(samples), "runs_per_s": round(total / elapsed, 1)}
+
+
+async def bench_server(url: str, *, requests: int) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def wait_stateless() -> None:
+            r = await http.post("/runs/wait", json={"assistant_id": "echo", "input": {"text": "x"}})
+            r.raise_for_status()
+            assert r.json() == {"text": "x"}, r.text
+
+        for _ in range(10):  # warm-up (graph import, connections)
+            await wait_stateless()
+        results: dict[str, Any] = {}
+        for concurrency in CONCURRENCY:
+            total = max(requests, concurrency * 8) if concurrency > 1 else requests
+            results[f"wait_c{concurrency}"] = await timed_calls(wait_stateless, total, concurrency)
+
+        first_ms: list[float] = []
+        last_ms: list[float] = []
+        for _ in range(max(20, requests // 4)):
+            tid = (await http.post("/threads", json={})).json()["thread_id"]
+            body = {"assistant_id": "echo", "input": {"text": "s"}, "stream_mode": ["values"]}
+            start = time.perf_counter()
+            first: float | None = None
+            async with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as s:
+                async for line in s.aiter_lines():
+                    if line.startswith("event:") and first is None:
+                        first = (time.perf_counter() - start) * 1000
+            last_ms.append((time.perf_counter() - start) * 1000)
+            assert first is not None
+            first_ms.append(first)
+        results["stream_first_event"] = summary(first_ms)
+        results["stream_last_event"] = summary(last_ms)
+
+        tid = (await http.post("/threads", json={})).json()["thread_id"]
+        one_thread: list[float] = []
+        for i in range(200):
+            start = time.perf_counter()
+            r = await http.post(
+                f"/threads/{tid}/runs/wait",
+                json={"assistant_id": "echo", "input": {"text": str(i)}},
+            )
+            r.raise_for_status()
+            one_thread.append((time.perf_counter() - start) * 1000)
+        first20 = statistics.median(one_thread[:20])
+        last20 = statistics.median(one_thread[-20:])
+        results["one_thread_200"] = {
+            "first20_p50_ms": round(first20, 2),
+            "last20_p50_ms": round(last20, 2),
+            "ratio": round(last20 / first20, 2),
+        }
+        return results
+
+
+# --------------------------------------------------------------------------- servers
+
+
+async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    name = f"gk_srv_bench_{uuid.uuid4().hex[:8]}"
+    await pg_database("create", name)
+    db_url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
+    env = clean_env(
+        GRAPHKEEP_DATABASE_URL=db_url,
+        GRAPHKEEP_WORKERS=str(args.workers),
+        GRAPHKEEP_LOG_LEVEL="WARNING",
+    )
+    try:
+        await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "app.cli", "migrate"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        port = free_port()
+        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+        cmd += ["--config", str(tmp / "langgraph.json")]
+        with process(cmd, env, tmp / "graphkeep.log", ROOT) as proc:
+            url = f"http://127.0.0.1:{port}"
+            await wait_ready(url, proc, tmp / "graphkeep.log")
+            return await bench_server(url, requests=args.requests)
+    finally:
+        await pg_database("drop", name)
+
+
+async def run_official(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    exe = await asyncio.to_thread(install_langgraph_dev)
+    port = free_port()
+    env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
+    cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
+    cmd += ["--no-reload", "--config", str(tmp / "langgraph.json")]
+    with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:
+        url = f"http://127.0.0.1:{port}"
+        await wait_ready(url, proc, tmp / "langgraph-dev.log")
+        return await bench_server(url, requests=args.requests)
+
+
+def save(out: Path, results: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def report(results: dict[str, dict[str, Any]]) -> str:
+    gk, off = results.get("graphkeep_pg", {}), results.get("langgraph_dev", {})
+    lines = [f"{'measure':<26}{'graphkeep (PG)':>22}{'langgraph dev':>22}"]
+
+    def cell(d: dict[str, Any] | None, keys: tuple[str, ...]) -> str:
+        if not d:
+            return "-"
+        return " / ".join(f"{d[k]}" for k in keys)
+
+    for c in CONCURRENCY:
+        key = f"wait_c{c}"
+        keys = ("p50_ms", "p95_ms", "runs_per_s")
+        lines.append(
+            f"{'wait c=' + str(c) + ' p50/p95/rps':<26}"
+            f"{cell(gk.get(key), keys):>22}{cell(off.get(key), keys):>22}"
+        )
+    for key in ("stream_first_event", "stream_last_event"):
+        keys = ("p50_ms", "p95_ms")
+        lines.append(
+            f"{key + ' p50/p95':<26}{cell(gk.get(key), keys):>22}{cell(off.get(key), keys):>22}"
+        )
+    keys = ("first20_p50_ms", "last20_p50_ms", "ratio")
+    lines.append(
+        f"{'one thread first/last/ratio':<26}"
+        f"{cell(gk.get('one_thread_200'), keys):>22}"
+        f"{cell(off.get('one_thread_200'), keys):>22}"
+    )
+    return "\n".join(lines)
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200, help="runs per concurrency level")
+    parser.add_argument("--workers", type=int, default=8, help="graphkeep in-process workers")
+    parser.add_argument("--quick", action="store_true", help="60 runs per level")
+    parser.add_argument("--skip-official", action="store_true")
+    parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
+    args = parser.parse_args()
+    if args.quick:
+        args.requests = 60
+    tmp = Path(tempfile.mkdtemp(prefix="gk_server_bench_"))
+    (tmp / "echo_graph.py").write_text(ECHO_GRAPH)
+    (tmp / "langgraph.json").write_text(
+        json.dumps({"dependencies": ["."], "graphs": {"echo": "./echo_graph.py:graph"}})
+    )
+    results: dict[str, Any] = {"graphkeep_pg": await run_graphkeep(tmp, args)}
+    if not args.skip_official:
+        try:
+            results["langgraph_dev"] = await run_official(tmp, args)
+        except RuntimeError as exc:
+            results["langgraph_dev_error"] = str(exc)[-2000:]
+            print(f"official server unavailable: {exc}", file=sys.stderr)
+    save(Path(args.output), results)
+    print(json.dumps(results, indent=2))
+    print(report(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
