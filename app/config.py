@@ -78,6 +78,11 @@ class Settings(BaseSettings):
     stream_event_retention_seconds: int = Field(
         3600, ge=0, description="How long stream events are kept after their run ends."
     )
+    stream_keepalive_seconds: float = Field(
+        5.0,
+        gt=0,
+        description="Silence after which SSE sends `: heartbeat` and wait/join send a newline.",
+    )
     sweep_interval_seconds: float = Field(
         60.0, gt=0, description="How often retention and TTL sweepers run."
     )
