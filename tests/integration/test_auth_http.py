@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import random
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,6 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from app import metrics
 from app.api.deps import PrincipalDep
 from app.auth.apikeys import create_api_key, revoke_api_key
 from app.config import Settings
@@ -288,10 +291,6 @@ async def test_metrics_token(sqlite_url: str) -> None:
 
 def test_worker_metrics_server_requires_the_token() -> None:
     """`graphkeep worker`'s own /metrics port honours GRAPHKEEP_METRICS_TOKEN too."""
-    import socket
-
-    from app import metrics
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -305,3 +304,25 @@ def test_worker_metrics_server_requires_the_token() -> None:
         assert ok.status_code == 200 and "graphkeep" in ok.text and token not in ok.text
     finally:
         stop()
+
+
+async def test_junk_credentials_never_cause_a_500(sqlite_jwt_client: httpx.AsyncClient) -> None:
+    """Deterministic fuzz: random and mutated credentials always get a JSON 401."""
+    rng = random.Random(6)
+    good = hs_token(claims())
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.=+/ "
+    values = ["", " ", ".", "..", "gk_", "Bearer", "eyJ.eyJ.", good[:-1], good + "."]
+    for _ in range(150):
+        chars = list(good)
+        for _ in range(rng.randint(1, 5)):
+            chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+        values.append("".join(chars))
+        values.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300))))
+    for value in values:
+        for headers in ({"Authorization": f"Bearer {value}"}, {"x-api-key": value or "x"}):
+            r = await sqlite_jwt_client.get("/probe/whoami", headers=headers)
+            if r.status_code == 200:  # a mutation that kept the signature valid (e.g. padding)
+                assert r.json()["tenant_id"] == "acme"
+                continue
+            assert r.status_code == 401, (value, r.status_code, r.text)
+            assert isinstance(r.json()["detail"], str)
