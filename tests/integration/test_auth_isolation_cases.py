@@ -55,7 +55,7 @@ async def test_client_chosen_thread_id_of_another_tenant(seeded: tuple[Tenants, 
     mine = await t.b.post("/threads", json={"thread_id": own, "metadata": {"x": 1}})
     assert _masked(theirs, a_thread) == _masked(mine, own)
     # runs that would create the thread on the fly cannot attach to A's thread either
-    for suffix in ("runs", "runs/wait"):
+    for suffix in ("runs", "runs/wait", "runs/stream"):
         r = await t.b.post(
             f"/threads/{a_thread}/{suffix}",
             json={"assistant_id": "agent", "input": {"messages": []}, "if_not_exists": "create"},
