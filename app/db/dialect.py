@@ -12,6 +12,7 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     exists,
@@ -248,6 +249,20 @@ def json_equals(
     if _dialect_name(dialect) == "postgresql":
         return _pg_at(column, path) == type_coerce(value, postgresql.JSONB)
     return _sqlite_equals(column, path, value)
+
+
+def json_scalar_equals(
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, kind: str, name: str
+) -> ColumnElement[bool]:
+    """The JSON at `path` is a number (kind "number") or string ("string") equal to the
+    value bound later to the parameter `name` (so one statement serves every value)."""
+    if _dialect_name(dialect) == "postgresql":
+        return _pg_at(column, path) == bindparam(name, type_=postgresql.JSONB)
+    where = _sqlite_path(path)
+    return and_(
+        func.json_type(column, where).in_(_SQLITE_KINDS[kind]),
+        func.json_extract(column, where) == bindparam(name),
+    )
 
 
 def _sqlite_equals(column: ColumnElement[Any], path: JsonPath, value: Any) -> ColumnElement[bool]:

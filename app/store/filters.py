@@ -16,11 +16,12 @@ Anything else (an unknown operator, a range bound that is not a number, a key wi
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, false, func, not_, or_, true
+from sqlalchemy import ColumnElement, Float, bindparam, false, func, not_, or_
 from sqlalchemy.engine import Dialect
 
 from app.db.dialect import (
@@ -30,6 +31,7 @@ from app.db.dialect import (
     json_kind_is,
     json_missing,
     json_number,
+    json_scalar_equals,
 )
 from app.errors import InvalidInput
 
@@ -105,13 +107,74 @@ def _validate_match(value: Any, where: str, depth: int) -> None:
     _check_json(value, where)
 
 
-def compile_filter(
-    dialect: Dialect | str, column: ColumnElement[Any], filter: Mapping[str, Any] | None
+# A validated filter flattens to a conjunction of leaves, each a hashable tuple, plus one
+# value per leaf (None when the leaf has none). Statements are built and cached per tuple of
+# leaves (the filter's shape) with the values as bound parameters, so a filter of a known
+# shape costs no SQL construction.
+Leaf = tuple[Any, ...]
+
+
+def flatten_filter(filter: Mapping[str, Any] | None) -> tuple[tuple[Leaf, ...], list[Any]]:
+    """(leaves, values) of a validated filter; empty for no filter."""
+    leaves: list[Leaf] = []
+    values: list[Any] = []
+    for key, value in (filter or {}).items():
+        _flatten_match((key,), value, leaves, values)
+    return tuple(leaves), values
+
+
+def _eq_kind(value: Any) -> tuple[str, Any]:
+    """How an equality is spelt: bound number or string, or part of the shape itself."""
+    if value is None:
+        return "null", None
+    if isinstance(value, bool):
+        return ("true" if value else "false"), None
+    if isinstance(value, int | float):
+        return "number", value
+    if isinstance(value, str):
+        return "string", value
+    # objects and lists: compared as a whole, rare; the JSON text is part of the shape
+    return "json:" + json.dumps(value, sort_keys=True), None
+
+
+def _flatten_match(path: JsonPath, value: Any, leaves: list[Leaf], values: list[Any]) -> None:
+    if isinstance(value, Mapping):
+        if any(k.startswith("$") for k in value):
+            for op, operand in value.items():
+                if op in ("$eq", "$ne"):
+                    kind, bound = _eq_kind(operand)
+                    leaves.append((op[1:], path, kind))
+                    values.append(bound)
+                else:
+                    leaves.append((op[1:], path))
+                    values.append(float(operand))
+            return
+        leaves.append(("object", path))
+        values.append(None)
+        for key, sub in value.items():
+            _flatten_match((*path, key), sub, leaves, values)
+        return
+    if isinstance(value, list | tuple):
+        leaves.append(("len", path, len(value)))
+        values.append(None)
+        for i, element in enumerate(value):
+            _flatten_match((*path, i), element, leaves, values)
+        return
+    kind, bound = _eq_kind(value)
+    leaves.append(("eq", path, kind))
+    values.append(bound)
+
+
+def filter_params(values: list[Any]) -> dict[str, Any]:
+    """Bound parameters for the statement built from the same flattening."""
+    return {f"f{i}": value for i, value in enumerate(values) if value is not None}
+
+
+def build_conditions(
+    dialect: Dialect | str, column: ColumnElement[Any], leaves: tuple[Leaf, ...]
 ) -> list[ColumnElement[bool]]:
-    """WHERE conditions for a validated filter on the JSON `column` (empty: no filter)."""
-    if not filter:
-        return []
-    return [_match(dialect, column, (key,), value) for key, value in filter.items()]
+    """WHERE conditions for flattened leaves; leaf i with a value binds `f<i>`."""
+    return [_leaf(dialect, column, i, leaf) for i, leaf in enumerate(leaves)]
 
 
 def _is_true(cond: ColumnElement[bool]) -> ColumnElement[bool]:
@@ -121,46 +184,36 @@ def _is_true(cond: ColumnElement[bool]) -> ColumnElement[bool]:
 
 
 def _equals(
-    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, value: Any
+    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, kind: str, name: str
 ) -> ColumnElement[bool]:
-    if value is None:  # the reference store reads a missing key as None
+    if kind == "null":  # the reference store reads a missing key as None
         return or_(json_missing(dialect, column, path), json_kind_is(dialect, column, path, "null"))
-    return _is_true(json_equals(dialect, column, path, value))
+    if kind in ("number", "string"):
+        return _is_true(json_scalar_equals(dialect, column, path, kind, name))
+    if kind in ("true", "false"):
+        return _is_true(json_equals(dialect, column, path, kind == "true"))
+    return _is_true(json_equals(dialect, column, path, json.loads(kind[len("json:") :])))
 
 
-def _match(
-    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, value: Any
+def _leaf(
+    dialect: Dialect | str, column: ColumnElement[Any], i: int, leaf: Leaf
 ) -> ColumnElement[bool]:
-    if isinstance(value, Mapping):
-        if any(k.startswith("$") for k in value):
-            return and_(
-                true(), *(_operator(dialect, column, path, op, x) for op, x in value.items())
-            )
-        return and_(
-            json_kind_is(dialect, column, path, "object"),
-            *(_match(dialect, column, (*path, k), v) for k, v in value.items()),
-        )
-    if isinstance(value, list | tuple):
-        return and_(
-            json_array_length(dialect, column, path) == len(value),
-            *(_match(dialect, column, (*path, i), v) for i, v in enumerate(value)),
-        )
-    return _equals(dialect, column, path, value)
-
-
-def _operator(
-    dialect: Dialect | str, column: ColumnElement[Any], path: JsonPath, op: str, operand: Any
-) -> ColumnElement[bool]:
-    if op == "$eq":
-        return _equals(dialect, column, path, operand)
-    if op == "$ne":
-        return not_(_equals(dialect, column, path, operand))
+    op, path = leaf[0], leaf[1]
+    if op == "eq":
+        return _equals(dialect, column, path, leaf[2], f"f{i}")
+    if op == "ne":
+        return not_(_equals(dialect, column, path, leaf[2], f"f{i}"))
+    if op == "object":
+        return _is_true(json_kind_is(dialect, column, path, "object"))
+    if op == "len":
+        length: ColumnElement[bool] = json_array_length(dialect, column, path) == leaf[2]
+        return length
     number = json_number(dialect, column, path)
-    bound = float(operand)
-    if op == "$gt":
+    bound = bindparam(f"f{i}", type_=Float)
+    if op == "gt":
         return number > bound
-    if op == "$gte":
+    if op == "gte":
         return number >= bound
-    if op == "$lt":
+    if op == "lt":
         return number < bound
     return number <= bound

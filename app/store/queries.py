@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
     Delete,
+    Integer,
     Select,
     Update,
     and_,
@@ -28,7 +30,7 @@ from sqlalchemy.engine import Dialect
 
 from app.db.dialect import upsert
 from app.db.tables import store_items, store_vectors
-from app.store.filters import compile_filter
+from app.store.filters import Leaf, build_conditions, filter_params, flatten_filter
 
 ITEM_COLUMNS = (
     store_items.c.prefix,
@@ -42,9 +44,16 @@ ITEM_COLUMNS = (
 _AFTER_SEPARATOR = "/"
 
 
+Params = dict[str, Any]
+
+
 def live(now: datetime) -> ColumnElement[bool]:
     """Not expired at `now`."""
     return or_(store_items.c.expires_at.is_(None), store_items.c.expires_at > now)
+
+
+def _live_bound() -> ColumnElement[bool]:
+    return or_(store_items.c.expires_at.is_(None), store_items.c.expires_at > bindparam("b_now"))
 
 
 def prefix_condition(column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
@@ -62,18 +71,96 @@ def prefix_condition(column: ColumnElement[str], prefix: str) -> ColumnElement[b
     )
 
 
-def _keys_condition(keys: Sequence[tuple[str, str]]) -> ColumnElement[bool]:
-    if len(keys) == 1:
-        prefix, key = keys[0]
-        return and_(store_items.c.prefix == prefix, store_items.c.key == key)
-    return tuple_(store_items.c.prefix, store_items.c.key).in_(list(keys))
-
-
-def get_items(tenant_id: str, keys: Sequence[tuple[str, str]], now: datetime) -> Select[Any]:
-    """Live items for several (prefix, key) pairs in one query."""
-    return select(*ITEM_COLUMNS).where(
-        store_items.c.tenant_id == tenant_id, _keys_condition(keys), live(now)
+def _prefix_bound(column: ColumnElement[str]) -> ColumnElement[bool]:
+    # prefix_condition with the bounds as parameters (see _prefix_params)
+    return and_(
+        column >= bindparam("b_lo"),
+        column < bindparam("b_hi"),
+        or_(column == bindparam("b_lo"), column >= bindparam("b_dot")),
     )
+
+
+def _prefix_params(prefix: str) -> Params:
+    return {"b_lo": prefix, "b_hi": prefix + _AFTER_SEPARATOR, "b_dot": prefix + "."}
+
+
+# Statements below are built once per shape (functools.lru_cache) with bound parameters:
+# constructing and cache-keying a SQLAlchemy statement costs more CPU than the indexed query
+# itself takes on the server.
+
+
+@lru_cache(maxsize=4)
+def _get_statement(many: bool) -> Select[Any]:
+    if many:
+        keys: ColumnElement[bool] = tuple_(store_items.c.prefix, store_items.c.key).in_(
+            bindparam("b_keys", expanding=True)
+        )
+    else:
+        keys = and_(
+            store_items.c.prefix == bindparam("b_prefix"), store_items.c.key == bindparam("b_key")
+        )
+    return select(*ITEM_COLUMNS).where(
+        store_items.c.tenant_id == bindparam("b_tenant"), keys, _live_bound()
+    )
+
+
+def get_items(
+    tenant_id: str, keys: Sequence[tuple[str, str]], now: datetime
+) -> tuple[Select[Any], Params]:
+    """Live items for several (prefix, key) pairs in one query."""
+    params: Params = {"b_tenant": tenant_id, "b_now": now}
+    if len(keys) == 1:
+        params["b_prefix"], params["b_key"] = keys[0]
+        return _get_statement(False), params
+    params["b_keys"] = list(keys)
+    return _get_statement(True), params
+
+
+@lru_cache(maxsize=512)
+def _search_statement(
+    dialect: str, has_prefix: bool, leaves: tuple[Leaf, ...], vectors: bool
+) -> Select[Any]:
+    conditions = [store_items.c.tenant_id == bindparam("b_tenant"), _live_bound()]
+    if has_prefix:
+        conditions.append(_prefix_bound(store_items.c.prefix))
+    conditions.extend(build_conditions(dialect, store_items.c.value, leaves))
+    if vectors:
+        joined = store_items.join(
+            store_vectors,
+            and_(
+                store_vectors.c.tenant_id == store_items.c.tenant_id,
+                store_vectors.c.prefix == store_items.c.prefix,
+                store_vectors.c.key == store_items.c.key,
+            ),
+        )
+        return (
+            select(*ITEM_COLUMNS, store_vectors.c.embedding)
+            .select_from(joined)
+            .where(
+                *conditions,
+                store_vectors.c.tenant_id == bindparam("b_tenant"),
+                store_vectors.c.model == bindparam("b_model"),
+                # a vector older than its item came from an earlier value (reindex fixes it)
+                store_vectors.c.created_at >= store_items.c.updated_at,
+            )
+        )
+    return (
+        select(*ITEM_COLUMNS)
+        .where(*conditions)
+        .order_by(store_items.c.updated_at.desc(), store_items.c.key, store_items.c.prefix)
+        .limit(bindparam("b_limit", type_=Integer))
+        .offset(bindparam("b_offset", type_=Integer))
+    )
+
+
+def _search_params(
+    tenant_id: str, prefix: str | None, filter: Mapping[str, Any] | None, now: datetime
+) -> tuple[tuple[Leaf, ...], Params]:
+    leaves, values = flatten_filter(filter)
+    params: Params = {"b_tenant": tenant_id, "b_now": now, **filter_params(values)}
+    if prefix:
+        params.update(_prefix_params(prefix))
+    return leaves, params
 
 
 def search_items(
@@ -83,24 +170,14 @@ def search_items(
     filter: Mapping[str, Any] | None,
     now: datetime,
     *,
-    limit: int | None,
+    limit: int,
     offset: int,
-) -> Select[Any]:
+) -> tuple[Select[Any], Params]:
     """Live items under `prefix` matching `filter`, newest `updated_at` first, then key."""
-    conditions = [store_items.c.tenant_id == tenant_id, live(now)]
-    if prefix:
-        conditions.append(prefix_condition(store_items.c.prefix, prefix))
-    conditions.extend(compile_filter(dialect, store_items.c.value, filter))
-    stmt = (
-        select(*ITEM_COLUMNS)
-        .where(*conditions)
-        .order_by(store_items.c.updated_at.desc(), store_items.c.key, store_items.c.prefix)
-    )
-    if limit is not None:
-        stmt = stmt.limit(limit)
-    if offset:
-        stmt = stmt.offset(offset)
-    return stmt
+    name = dialect if isinstance(dialect, str) else dialect.name
+    leaves, params = _search_params(tenant_id, prefix, filter, now)
+    params.update(b_limit=limit, b_offset=offset)
+    return _search_statement(name, bool(prefix), leaves, False), params
 
 
 def search_vectors(
@@ -110,29 +187,13 @@ def search_vectors(
     filter: Mapping[str, Any] | None,
     now: datetime,
     model: str,
-) -> Select[Any]:
+) -> tuple[Select[Any], Params]:
     """Candidates for a semantic query: narrowed by tenant, namespace and filter in SQL, with
     every stored vector of the current model (scored in process)."""
-    joined = store_items.join(
-        store_vectors,
-        and_(
-            store_vectors.c.tenant_id == store_items.c.tenant_id,
-            store_vectors.c.prefix == store_items.c.prefix,
-            store_vectors.c.key == store_items.c.key,
-        ),
-    )
-    conditions = [
-        store_items.c.tenant_id == tenant_id,
-        store_vectors.c.tenant_id == tenant_id,
-        store_vectors.c.model == model,
-        # a vector older than its item was computed from an earlier value (reindex fixes it)
-        store_vectors.c.created_at >= store_items.c.updated_at,
-        live(now),
-    ]
-    if prefix:
-        conditions.append(prefix_condition(store_items.c.prefix, prefix))
-    conditions.extend(compile_filter(dialect, store_items.c.value, filter))
-    return select(*ITEM_COLUMNS, store_vectors.c.embedding).select_from(joined).where(*conditions)
+    name = dialect if isinstance(dialect, str) else dialect.name
+    leaves, params = _search_params(tenant_id, prefix, filter, now)
+    params["b_model"] = model
+    return _search_statement(name, bool(prefix), leaves, True), params
 
 
 def refresh_expiry(tenant_id: str) -> Update:
@@ -157,6 +218,13 @@ def upsert_items(dialect: Dialect | str, rows: list[dict[str, Any]]) -> Any:
         keys=["tenant_id", "prefix", "key"],
         update=["value", "updated_at", "expires_at", "ttl_minutes", "index_fields"],
     )
+
+
+def _keys_condition(keys: Sequence[tuple[str, str]]) -> ColumnElement[bool]:
+    if len(keys) == 1:
+        prefix, key = keys[0]
+        return and_(store_items.c.prefix == prefix, store_items.c.key == key)
+    return tuple_(store_items.c.prefix, store_items.c.key).in_(list(keys))
 
 
 def delete_items(tenant_id: str, keys: Sequence[tuple[str, str]]) -> Delete:

@@ -14,6 +14,7 @@ highest score first (then newest). `list_namespaces` sorts namespaces as tuples.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from sqlalchemy import Executable
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import metrics
 from app.db import migrate
 from app.db.dialect import single_statement_autocommit
 from app.db.engine import create_engine
@@ -123,6 +125,17 @@ def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
         else zip(reversed(namespace), reversed(path), strict=False)
     )
     return all(want == "*" or got == want for got, want in pairs)
+
+
+def _op_name(op: Op) -> str:
+    """The metrics label of one op (a PutOp without a value is a delete)."""
+    if isinstance(op, PutOp):
+        return "put" if op.value is not None else "delete"
+    if isinstance(op, GetOp):
+        return "get"
+    if isinstance(op, SearchOp):
+        return "search"
+    return "list_namespaces"
 
 
 class SQLStore(BaseStore):
@@ -232,6 +245,7 @@ class SQLStore(BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run every op of the batch (results in the order of `ops`)."""
+        started = time.perf_counter()
         shared = self._shared
         shared.loop = asyncio.get_running_loop()
         op_list = list(ops)
@@ -271,6 +285,7 @@ class SQLStore(BaseStore):
                 )
             for statement, rows in writes:
                 await conn.execute(statement, rows)
+        metrics.observe_store_batch([_op_name(op) for op in op_list], time.perf_counter() - started)
         return results
 
     # ------------------------------------------------------------------ reads
@@ -284,7 +299,8 @@ class SQLStore(BaseStore):
         refresh: dict[tuple[str, str], datetime],
     ) -> None:
         wanted = list(dict.fromkeys((join_namespace(op.namespace), op.key) for _, op in gets))
-        rows = (await conn.execute(queries.get_items(self.tenant_id, wanted, now))).all()
+        stmt, params = queries.get_items(self.tenant_id, wanted, now)
+        rows = (await conn.execute(stmt, params)).all()
         found = {(row.prefix, row.key): row for row in rows}
         for i, op in gets:
             row = found.get((join_namespace(op.namespace), op.key))
@@ -305,18 +321,18 @@ class SQLStore(BaseStore):
         prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
         dialect = conn.dialect
         if op.query is None:
-            stmt = queries.search_items(
+            stmt, params = queries.search_items(
                 dialect, self.tenant_id, prefix, op.filter, now, limit=op.limit, offset=op.offset
             )
-            rows = (await conn.execute(stmt)).all()
+            rows = (await conn.execute(stmt, params)).all()
             found = [(_search_item(row, None), row) for row in rows]
         else:
             index = self._shared.index
             assert index is not None  # _embed_queries raised otherwise
-            stmt = queries.search_vectors(
+            stmt, params = queries.search_vectors(
                 dialect, self.tenant_id, prefix, op.filter, now, index.model_id
             )
-            candidates = (await conn.execute(stmt)).all()
+            candidates = (await conn.execute(stmt, params)).all()
             scores = cosine_scores(query_vectors[op.query], [r.embedding for r in candidates])
             best: dict[tuple[str, str], tuple[float, Row[Any]]] = {}
             for score, row in zip(scores, candidates, strict=True):

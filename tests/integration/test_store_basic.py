@@ -263,15 +263,23 @@ async def test_from_url_owns_its_engine(db_url: str) -> None:
     assert store.engine.pool.checkedout() == 0
 
 
-async def _plan(engine: AsyncEngine, stmt: Any) -> str:
+async def _plan(engine: AsyncEngine, stmt: Any, params: dict[str, Any]) -> str:
+    # EXPLAIN the statement as the store sends it: the driver's placeholders, bound values
+    compiled = stmt.compile(dialect=engine.dialect)
+    state = compiled.construct_expanded_state(params)  # IN lists expanded
+    procs = compiled._bind_processors
+    values = tuple(
+        (procs.get(name) or procs.get(name.rsplit("_", 1)[0]) or (lambda v: v))(
+            state.parameters[name]
+        )
+        for name in state.positiontup or ()
+    )
     async with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(text("ANALYZE store_items"))
-            compiled = stmt.compile(conn.sync_connection, compile_kwargs={"literal_binds": True})
-            rows = await conn.execute(text(f"EXPLAIN {compiled}"))
+            rows = await conn.exec_driver_sql(f"EXPLAIN {state.statement}", values)
         else:
-            compiled = stmt.compile(conn.sync_connection, compile_kwargs={"literal_binds": True})
-            rows = await conn.execute(text(f"EXPLAIN QUERY PLAN {compiled}"))
+            rows = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {state.statement}", values)
         return "\n".join(str(row[-1]) for row in rows)
 
 
@@ -284,11 +292,11 @@ async def test_prefix_and_filtered_search_use_the_primary_key_index(
         [PutOp(("users", f"u{i % 200}", "mem"), f"k{i}", {"n": i}) for i in range(4000)]
     )
     now = datetime(2026, 1, 2, tzinfo=UTC)
-    for filter in (None, {"n": {"$gt": 10}}):
-        stmt = queries.search_items(
+    for filter in (None, {"n": {"$gt": 10}, "kind": "a"}):
+        stmt, params = queries.search_items(
             engine.dialect, "default", "users.u7", filter, now, limit=10, offset=0
         )
-        plan = await _plan(engine, stmt)
+        plan = await _plan(engine, stmt, params)
         # the primary key (tenant_id, prefix, key): "sqlite_autoindex_store_items_1" on SQLite
         assert "pk_store_items" in plan or "sqlite_autoindex_store_items" in plan, plan
         assert "prefix" in plan or "Index Cond" in plan, plan

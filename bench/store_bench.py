@@ -1,0 +1,217 @@
+"""SQLStore vs langgraph's AsyncPostgresStore on the same PostgreSQL server.
+
+Each store gets its own throwaway database. Items live in per-user namespaces
+("users", "u<n>", "memories"), 100 items each, so a namespace search touches the same number
+of rows at every size; flat latency from 10k to 100k items shows the index doing the work.
+
+    python bench/store_bench.py [--sizes 10000 100000] [--repeat 200]
+    GRAPHKEEP_BENCH_PG=postgresql://postgres@127.0.0.1:5432/postgres  (admin URL)
+
+Prints per-op medians (ms), the ratio official / SQLStore (> 1: SQLStore faster) and the
+EXPLAIN ANALYZE plans of SQLStore's prefix and filtered searches at the largest size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from langgraph.store.base import BaseStore, PutOp
+from langgraph.store.postgres.aio import AsyncPostgresStore
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from app.db.engine import create_engine
+from app.store import SQLStore, queries
+
+ADMIN = os.environ.get("GRAPHKEEP_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+PER_NAMESPACE = 100
+LOAD_BATCH = 2000
+FILTER = {"kind": "a", "n": {"$gte": 50}}
+
+
+def _value(i: int) -> dict[str, Any]:
+    return {
+        "text": f"memory number {i} about topic {i % 37}",
+        "n": i % PER_NAMESPACE,
+        "kind": "a" if i % 2 else "b",
+        "meta": {"source": "bench", "i": i},
+    }
+
+
+def _namespace(i: int) -> tuple[str, ...]:
+    return ("users", f"u{i // PER_NAMESPACE}", "memories")
+
+
+async def _admin(sql: str) -> None:
+    conn = await asyncpg.connect(ADMIN)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+async def _load(store: BaseStore, start: int, stop: int) -> None:
+    for lo in range(start, stop, LOAD_BATCH):
+        hi = min(lo + LOAD_BATCH, stop)
+        await store.abatch([PutOp(_namespace(i), f"k{i}", _value(i)) for i in range(lo, hi)])
+
+
+async def _medians_ms(
+    fns: dict[str, Callable[[], Awaitable[Any]]], repeat: int
+) -> dict[str, float]:
+    """Median latency of each store's op, sampled alternately so that load on the (shared)
+    machine hits every store alike."""
+    for _ in range(min(20, repeat)):  # warm caches and prepared plans
+        for fn in fns.values():
+            await fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns.items())
+    for round_ in range(repeat):
+        for name, fn in order if round_ % 2 else reversed(order):
+            t0 = time.perf_counter()
+            await fn()
+            samples[name].append((time.perf_counter() - t0) * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def _ops(store: BaseStore, size: int, rng: random.Random) -> dict[str, Callable[[], Any]]:
+    users = size // PER_NAMESPACE
+
+    def pick() -> int:
+        return rng.randrange(size)
+
+    async def put() -> None:
+        i = pick()
+        await store.aput(_namespace(i), f"k{i}", _value(i))
+
+    async def get() -> None:
+        i = pick()
+        assert await store.aget(_namespace(i), f"k{i}") is not None
+
+    async def prefix_search() -> None:
+        found = await store.asearch(("users", f"u{rng.randrange(users)}"), limit=10)
+        assert len(found) == 10
+
+    async def filtered_search() -> None:
+        ns = ("users", f"u{rng.randrange(users)}")
+        await store.asearch(ns, filter=FILTER, limit=10)
+
+    async def list_namespaces() -> None:
+        found = await store.alist_namespaces(prefix=("users",), limit=100)
+        assert len(found) == min(100, users)
+
+    return {
+        "put": put,
+        "get": get,
+        "prefix_search": prefix_search,
+        "filtered_search": filtered_search,
+        "list_namespaces": list_namespaces,
+    }
+
+
+async def _explain(sql_url: str) -> None:
+    engine = create_engine(sql_url)
+    try:
+        now = datetime.now(UTC)
+        async with engine.connect() as conn:
+            await conn.execute(text("ANALYZE store_items"))
+            for label, flt in (("prefix search", None), ("filtered search", FILTER)):
+                stmt, bound = queries.search_items(
+                    engine.dialect, "default", "users.u7", flt, now, limit=10, offset=0
+                )
+                # the driver's own placeholders and bind processing (JSONB values have no
+                # literal rendering)
+                compiled = stmt.compile(dialect=conn.dialect)
+                state = compiled.construct_expanded_state(bound)  # IN lists expanded
+                procs = compiled._bind_processors
+                values = tuple(
+                    (procs.get(name) or procs.get(name.rsplit("_", 1)[0]) or (lambda v: v))(
+                        state.parameters[name]
+                    )
+                    for name in state.positiontup or ()
+                )
+                plan = await conn.exec_driver_sql(f"EXPLAIN ANALYZE {state.statement}", values)
+                print(f"\nEXPLAIN ANALYZE SQLStore {label}:")
+                for (line,) in plan:
+                    print(f"  {line}")
+    finally:
+        await engine.dispose()
+
+
+async def main(sizes: list[int], repeat: int) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    names = {"sql": f"gk_bench_sql_{suffix}", "official": f"gk_bench_lg_{suffix}"}
+    base = make_url(ADMIN)
+    urls = {k: base.set(database=v).render_as_string(hide_password=False) for k, v in names.items()}
+    for name in names.values():
+        await _admin(f'CREATE DATABASE "{name}"')
+    results: dict[int, dict[str, dict[str, float]]] = {}
+    try:
+        async with AsyncExitStack() as stack:
+            sql_store = await stack.enter_async_context(SQLStore.from_url(urls["sql"]))
+            official = await stack.enter_async_context(
+                AsyncPostgresStore.from_conn_string(urls["official"])
+            )
+            await official.setup()
+            stores: dict[str, BaseStore] = {"sqlstore": sql_store, "official": official}
+            loaded = 0
+            for size in sorted(sizes):
+                for store_name, store in stores.items():
+                    t0 = time.perf_counter()
+                    await _load(store, loaded, size)
+                    print(f"loaded {store_name} to {size} items in {time.perf_counter() - t0:.1f}s")
+                loaded = size
+                async with sql_store.engine.connect() as conn:
+                    await conn.execute(text("ANALYZE store_items"))
+                async with official.conn.cursor() as cur:  # type: ignore[union-attr]
+                    await cur.execute("ANALYZE store")
+                results[size] = {name: {} for name in stores}
+                per_store = {
+                    name: _ops(store, size, random.Random(42)) for name, store in stores.items()
+                }
+                for op in per_store["sqlstore"]:
+                    medians = await _medians_ms(
+                        {name: ops[op] for name, ops in per_store.items()}, repeat
+                    )
+                    for name, value in medians.items():
+                        results[size][name][op] = value
+        _report(results)
+        await _explain(urls["sql"].replace("postgresql://", "postgresql+asyncpg://"))
+    finally:
+        for name in names.values():
+            await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _report(results: dict[int, dict[str, dict[str, float]]]) -> None:
+    print(f"\n{'op':<18}{'items':>8}{'SQLStore ms':>14}{'official ms':>14}{'ratio':>8}")
+    ops = next(iter(results.values()))["sqlstore"].keys()
+    for op in ops:
+        for size, by_store in sorted(results.items()):
+            mine, theirs = by_store["sqlstore"][op], by_store["official"][op]
+            print(f"{op:<18}{size:>8}{mine:>14.3f}{theirs:>14.3f}{theirs / mine:>8.2f}")
+    sizes = sorted(results)
+    if len(sizes) > 1:
+        lo, hi = sizes[0], sizes[-1]
+        print(f"\nSQLStore growth {lo} -> {hi} items (median ratio, 1.0 = flat):")
+        for op in ("prefix_search", "filtered_search"):
+            grow = results[hi]["sqlstore"][op] / results[lo]["sqlstore"][op]
+            print(f"  {op}: x{grow:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    asyncio.run(main(args.sizes, args.repeat))
