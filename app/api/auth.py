@@ -22,7 +22,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request
 from starlette.datastructures import Headers
@@ -60,8 +59,6 @@ INVALID_API_KEY = "invalid or revoked API key"
 READ_ONLY = "this credential is read-only"
 BAD_METRICS_TOKEN = "a valid metrics bearer token is required"
 
-Resolver = Callable[[Request], Awaitable[Principal]]
-
 
 def is_write(method: str, path: str) -> bool:
     """Whether a request changes state (a read-only caller gets 403 for these)."""
@@ -94,8 +91,7 @@ class Authenticator:
         if self.mode == "none":
             return ANONYMOUS
         token = _bearer(headers)
-        if token is not None and not looks_like_api_key(token):
-            assert self.verifier is not None
+        if token is not None and not looks_like_api_key(token) and self.verifier is not None:
             return self.verifier.verify(token)
         key = token if token is not None else headers.get("x-api-key")
         if not key:
