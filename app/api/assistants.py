@@ -160,6 +160,41 @@ async def get_schemas(
     )
 
 
+@router.get("/assistants/{assistant_id}/subgraphs", operation_id="get_assistant_subgraphs")
+async def get_subgraphs(
+    assistant_id: str, state: AppStateDep, principal: PrincipalDep, recurse: bool = Query(False)
+) -> dict[str, Any]:
+    return await service.get_subgraphs(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        namespace=None,
+        recurse=recurse,
+        graphs=state.graphs,
+    )
+
+
+@router.get(
+    "/assistants/{assistant_id}/subgraphs/{namespace}",
+    operation_id="get_assistant_subgraphs_by_namespace",
+)
+async def get_subgraphs_by_namespace(
+    assistant_id: str,
+    namespace: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    recurse: bool = Query(False),
+) -> dict[str, Any]:
+    return await service.get_subgraphs(
+        state.engine,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        namespace=namespace,
+        recurse=recurse,
+        graphs=state.graphs,
+    )
+
+
 @router.get("/assistants/{assistant_id}/graph", operation_id="get_assistant_graph")
 async def get_graph(
     assistant_id: str,

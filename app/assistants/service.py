@@ -376,6 +376,48 @@ def _schema(getter: Any) -> JSONObject | None:
     return result if isinstance(result, dict) else None
 
 
+def _graph_schemas(graph: Any, graph_id: str) -> GraphSchemas:
+    state_type = getattr(getattr(graph, "builder", None), "state_schema", None)
+    return GraphSchemas(
+        graph_id=graph_id,
+        input_schema=_schema(graph.get_input_jsonschema),
+        output_schema=_schema(graph.get_output_jsonschema),
+        state_schema=(
+            _schema(lambda: TypeAdapter(state_type).json_schema())
+            if state_type is not None
+            else None
+        ),
+        config_schema=_schema(graph.get_config_jsonschema),
+        context_schema=_schema(graph.get_context_jsonschema),
+    )
+
+
+async def get_subgraphs(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    assistant_id: str,
+    namespace: str | None,
+    recurse: bool,
+    graphs: GraphRegistry,
+) -> dict[str, JSONObject]:
+    """Schemas of the graph's subgraphs by namespace (LangGraph `aget_subgraphs`)."""
+    assistant = await get_assistant(
+        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
+    )
+    async with graphs.open(
+        assistant.graph_id,
+        config={"configurable": dict(assistant.context)},
+        checkpointer=None,
+        store=None,
+        access_context="assistants.read",
+    ) as graph:
+        return {
+            ns: _graph_schemas(subgraph, assistant.graph_id).model_dump(exclude={"graph_id"})
+            async for ns, subgraph in graph.aget_subgraphs(namespace=namespace, recurse=recurse)
+        }
+
+
 async def get_schemas(
     engine: AsyncEngine, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
 ) -> GraphSchemas:
@@ -389,20 +431,7 @@ async def get_schemas(
         store=None,
         access_context="assistants.read",
     ) as graph:
-        state_type = getattr(getattr(graph, "builder", None), "state_schema", None)
-        state_schema = (
-            _schema(lambda: TypeAdapter(state_type).json_schema())
-            if state_type is not None
-            else None
-        )
-        return GraphSchemas(
-            graph_id=assistant.graph_id,
-            input_schema=_schema(graph.get_input_jsonschema),
-            output_schema=_schema(graph.get_output_jsonschema),
-            state_schema=state_schema,
-            config_schema=_schema(graph.get_config_jsonschema),
-            context_schema=_schema(graph.get_context_jsonschema),
-        )
+        return _graph_schemas(graph, assistant.graph_id)
 
 
 def _parse_xray(xray: str | None) -> bool | int:

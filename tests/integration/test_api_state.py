@@ -236,3 +236,25 @@ async def test_subgraph_state(subgraph_client: httpx.AsyncClient) -> None:
     await graph.ainvoke(Command(resume="yes"), config)
     done = (await client.get(f"/threads/{tid}/state")).json()
     assert done["values"] == {"x": "1", "answer": "yes"} and done["next"] == []
+
+
+async def test_assistant_subgraphs(subgraph_client: httpx.AsyncClient) -> None:
+    from app.assistants.service import system_assistant_id
+
+    aid = system_assistant_id("nested")
+    r = await subgraph_client.get(f"/assistants/{aid}/subgraphs")
+    assert r.status_code == 200
+    assert list(r.json()) == ["child"]
+    assert "x" in r.json()["child"]["input_schema"]["properties"]
+    assert set(r.json()["child"]) == {
+        "input_schema",
+        "output_schema",
+        "state_schema",
+        "config_schema",
+        "context_schema",
+    }
+    r = await subgraph_client.get(f"/assistants/{aid}/subgraphs/child", params={"recurse": "true"})
+    assert list(r.json()) == ["child"]
+    r = await subgraph_client.get(f"/assistants/{aid}/subgraphs/nothing")
+    assert r.status_code == 200 and r.json() == {}
+    assert (await subgraph_client.get("/assistants/bad/subgraphs")).status_code == 422
