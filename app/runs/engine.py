@@ -37,7 +37,11 @@ async def open_run_engine(
     workers: int,
 ) -> RunEngine:
     """Start the hub (LISTEN on PostgreSQL) and `workers` in-process worker slots (0: none)."""
-    hub = EventHub(engine, retention_seconds=settings.stream_event_retention_seconds)
+    hub = EventHub(
+        engine,
+        retention_seconds=settings.stream_event_retention_seconds,
+        keepalive_seconds=settings.stream_keepalive_seconds,
+    )
     await hub.start()
     service = RunService(engine=engine, hub=hub, graphs=graphs, saver=saver)
     pool: WorkerPool | None = None
@@ -58,6 +62,7 @@ async def open_run_engine(
             concurrency=workers,
             lease_seconds=settings.lease_seconds,
             drain_timeout_seconds=settings.drain_timeout_seconds,
+            sweep_interval_seconds=settings.sweep_interval_seconds,
         )
         pool.start()
     return RunEngine(hub=hub, service=service, pool=pool)

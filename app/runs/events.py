@@ -64,9 +64,12 @@ class _LocalLog:
 class EventHub:
     """Per-process hub: event logs, reader wake-ups, queue wake-up and cancel delivery."""
 
-    def __init__(self, engine: AsyncEngine, *, retention_seconds: float) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, retention_seconds: float, keepalive_seconds: float = 5.0
+    ) -> None:
         self.engine = engine
         self.retention = timedelta(seconds=retention_seconds)
+        self.keepalive = keepalive_seconds
         self.queue_wakeup = asyncio.Event()
         self._notify_sql = notify_channel_sql(engine.dialect)
         self._local: dict[str, _LocalLog] = {}
@@ -284,18 +287,20 @@ class EventHub:
         *,
         tenant_id: str,
         after_seq: int | None,
-        heartbeat: float = 5.0,
+        heartbeat: float | None = None,
         fresh: bool = False,
     ) -> AsyncIterator[StreamEvent | None]:
         """Events of a run after `after_seq` (None: live ones only), then live until its end.
 
-        Yields None after `heartbeat` seconds of silence so callers can send keep-alives.
+        Yields None after `heartbeat` seconds of silence (default: the hub's keep-alive
+        interval) so callers can send keep-alives.
         `fresh`: the run was created just now, so nothing is stored yet; the first look at the
         database waits for a wake-up (at most a quarter of a second).
         """
         last = (
             after_seq if after_seq is not None else await self.last_seq(run_id, tenant_id=tenant_id)
         )
+        heartbeat = self.keepalive if heartbeat is None else heartbeat
         local: _LocalLog | None = None
         if fresh and run_id not in self._local:
             with contextlib.suppress(TimeoutError):

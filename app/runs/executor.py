@@ -230,7 +230,7 @@ class RunExecutor:
             await self._saver(run).adelete_for_runs([run.run_id])
         await publisher.flush()
         values, interrupts, has_next = await self._thread_state(run)
-        if outcome.status == "error":
+        if outcome.status in ("error", "timeout"):
             thread_status = "error"
         else:
             thread_status = "interrupted" if has_next else "idle"

@@ -19,12 +19,19 @@ from typing import Any
 import orjson
 from langgraph.types import Command, Interrupt, Send
 
-_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+# Dataclasses go through `_default` so Interrupt gets the contract's shape.
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, Interrupt):
-        return {"value": obj.value, "id": obj.id}
+        # {id, value}, plus response_schema only when the graph set one (RemoteGraph rebuilds
+        # Interrupt(**obj), so no other keys).
+        out = {"value": obj.value, "id": obj.id}
+        schema = getattr(obj, "response_schema", None)
+        if schema is not None:
+            out["response_schema"] = schema
+        return out
     if isinstance(obj, Send):
         return {"node": obj.node, "arg": obj.arg}
     if isinstance(obj, Command):

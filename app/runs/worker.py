@@ -53,6 +53,7 @@ class WorkerPool:
         concurrency: int,
         lease_seconds: float,
         drain_timeout_seconds: float,
+        sweep_interval_seconds: float = 60.0,
     ) -> None:
         self.engine = engine
         self.hub = hub
@@ -65,6 +66,8 @@ class WorkerPool:
         self._slot_free = asyncio.Event()
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
+        self.sweep_interval = sweep_interval_seconds
+        self._last_reap = 0.0
         self._last_sweep = 0.0
 
     @property
@@ -117,15 +120,18 @@ class WorkerPool:
                 w.cancel()
 
     async def _maintain(self) -> None:
-        """At most once a second: recover expired leases, drop expired events."""
+        """Recover expired leases (at most once a second); drop expired events (per sweep)."""
         now = time.monotonic()
-        if now - self._last_sweep < POLL_SECONDS:
+        if now - self._last_reap < POLL_SECONDS:
             return
-        self._last_sweep = now
+        self._last_reap = now
         recovered = await queue.reap_expired(self.engine)
         if recovered:
             log.warning("recovered runs with expired leases", extra={"runs": recovered})
-        async with self.engine.begin() as conn:
+        if now - self._last_sweep < self.sweep_interval:
+            return
+        self._last_sweep = now
+        async with queue.one_statement(self.engine) as conn:
             await conn.execute(
                 delete(run_events).where(
                     run_events.c.expires_at.is_not(None), run_events.c.expires_at < utcnow()
