@@ -18,12 +18,14 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.config import Settings
 from app.db.engine import create_engine
 from app.main import create_app
 from app.ops.sampler import sample_pool
+from app.store import SQLStore
 
 
 def promtool() -> str:
@@ -264,3 +266,16 @@ def test_multiprocess_mode_aggregates_every_process(tmp_path: Path) -> None:
             [promtool(), "check", "metrics"], input=out.encode(), capture_output=True, timeout=60
         )
         assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip()
+
+
+async def test_store_operations_are_timed_by_op(engine: AsyncEngine) -> None:
+    store = SQLStore(engine)
+    before = metrics.render().decode()
+    await store.aput(("prefs", "u1"), "theme", {"dark": True})
+    await store.aget(("prefs", "u1"), "theme")
+    await store.asearch(("prefs",))
+    await store.adelete(("prefs", "u1"), "theme")
+    after = metrics.render().decode()
+    name = "graphkeep_store_operation_duration_seconds_count"
+    for op in ("put", "get", "search", "delete"):
+        assert _value(after, name, op=op) - _value(before, name, op=op) == 1, op
