@@ -17,6 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import metrics
 from app.assistants import queries as assistant_queries
 from app.assistants.service import resolve_assistant_id
 from app.auth.principal import Principal
@@ -152,6 +153,7 @@ class RunService:
             )
             await self.hub.notify(conn, "q")
         self.hub.queue_wakeup.set()
+        metrics.count_run_created(assistant.graph_id)
         for other in to_cancel:
             self.hub.deliver_cancel(other)
             self.hub.wake(other)
