@@ -10,6 +10,7 @@ import orjson
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.sse import (
     HEARTBEAT,
@@ -87,6 +88,7 @@ def _sse(
 
     async def body() -> AsyncIterator[bytes]:
         finished = False
+        metrics.stream_subscribed()
         try:
             async for ev in service.stream(
                 tenant_id=principal.tenant_id, run_id=run_id, after_seq=after_seq, fresh=fresh
@@ -97,6 +99,7 @@ def _sse(
                     yield format_event(ev.event, ev.data, str(ev.seq) if resumable else None)
             finished = True
         finally:
+            metrics.stream_unsubscribed()
             if not finished and cancel_on_disconnect:
                 state.spawn(
                     _cancel_quietly(service, principal, run["thread_id"], run_id),
