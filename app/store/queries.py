@@ -28,7 +28,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from app.db.dialect import upsert
+from app.db.dialect import insert_for
 from app.db.tables import store_items, store_vectors
 from app.store.filters import Leaf, build_conditions, filter_params, flatten_filter
 
@@ -209,15 +209,22 @@ def refresh_expiry(tenant_id: str) -> Update:
     )
 
 
-def upsert_items(dialect: Dialect | str, rows: list[dict[str, Any]]) -> Any:
-    """Insert or update items; `created_at` keeps its first value."""
-    return upsert(
-        dialect,
-        store_items,
-        rows,
-        keys=["tenant_id", "prefix", "key"],
-        update=["value", "updated_at", "expires_at", "ttl_minutes", "index_fields"],
+@lru_cache(maxsize=4)
+def _upsert_statement(dialect: str) -> Any:
+    stmt = insert_for(dialect, store_items)
+    return stmt.on_conflict_do_update(
+        index_elements=["tenant_id", "prefix", "key"],
+        set_={
+            name: stmt.excluded[name]
+            for name in ("value", "updated_at", "expires_at", "ttl_minutes", "index_fields")
+        },
     )
+
+
+def upsert_items(dialect: Dialect | str) -> Any:
+    """Insert or update items (execute with one dict per row); `created_at` keeps its first
+    value."""
+    return _upsert_statement(dialect if isinstance(dialect, str) else dialect.name)
 
 
 def _keys_condition(keys: Sequence[tuple[str, str]]) -> ColumnElement[bool]:

@@ -413,7 +413,7 @@ class SQLStore(BaseStore):
         for start in range(0, len(removed), _CHUNK):
             statements.append((queries.delete_items(tenant, removed[start : start + _CHUNK]), None))
         for start in range(0, len(rows), _CHUNK):
-            statements.append((queries.upsert_items(dialect, rows[start : start + _CHUNK]), None))
+            statements.append((queries.upsert_items(dialect), rows[start : start + _CHUNK]))
         vector_rows = [
             {
                 "tenant_id": tenant,
