@@ -171,3 +171,29 @@ def test_sync_client(server_url: str) -> None:
     client.store.put_item(ns, "k", {"v": 1})
     assert client.store.get_item(ns, "k")["value"] == {"v": 1}
     assert client.threads.prune([thread["thread_id"], copied["thread_id"]]) == {"pruned_count": 2}
+
+
+async def test_remote_graph_state_and_history(server_url: str) -> None:
+    from langgraph.pregel.remote import RemoteGraph
+
+    thread = await get_client(url=server_url).threads.create(graph_id="approval")
+    remote = RemoteGraph("approval", url=server_url)
+    config = {"configurable": {"thread_id": thread["thread_id"]}}
+    first = await remote.aupdate_state(config, {"request": "deploy"}, as_node="propose")
+    second = await remote.aupdate_state(config, {"approved": True}, as_node="review")
+    assert first["configurable"]["checkpoint_id"] != second["configurable"]["checkpoint_id"]
+    snapshot = await remote.aget_state(config)
+    assert snapshot.values == {"request": "deploy", "approved": True}
+    assert snapshot.next == ("execute",)
+    assert (
+        snapshot.config["configurable"]["checkpoint_id"] == second["configurable"]["checkpoint_id"]
+    )
+    history = [s async for s in remote.aget_state_history(config, limit=5)]
+    assert len(history) == 2
+    # RemoteGraph sends `before` as a flat checkpoint dict
+    older = [s async for s in remote.aget_state_history(config, before=history[0].config)]
+    assert [s.config["configurable"]["checkpoint_id"] for s in older] == [
+        first["configurable"]["checkpoint_id"]
+    ]
+    drawing = await remote.aget_graph()
+    assert {"propose", "review", "execute"} <= set(drawing.nodes)
