@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 from langgraph.errors import GraphDrained
 from langgraph.runtime import RunControl
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import metrics
 from app.auth.identity import restore_auth_user
-from app.db.tables import run_events, runs
+from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.events import EventHub, RunPublisher
@@ -85,11 +87,13 @@ class RunExecutor:
             run_id=run.run_id, thread_id=run.thread_id, tenant_id=run.tenant_id, last_seq=last
         )
         ended = False
+        started = time.monotonic()
         try:
             outcome = await self._outcome(run, signals, publisher)
             if outcome is None:
                 return  # abandoned: the lease expires and another worker resumes the run
             if outcome.status == "drained":
+                metrics.count_drain(run.graph_id)
                 await publisher.flush()
                 async with self.engine.begin() as conn:
                     await release(conn, run_id=run.run_id, worker_id=worker_id)
@@ -98,12 +102,40 @@ class RunExecutor:
                 return
             await self._settle(run, outcome, publisher, worker_id=worker_id)
             ended = True
+            self._observe(run, outcome, time.monotonic() - started)
+            await self._observe_history(run)
         except Exception:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
         finally:
             publisher.close(ended=ended)
         if ended:
             await self._after(run)
+
+    def _observe(self, run: ClaimedRun, outcome: _Outcome, seconds: float) -> None:
+        metrics.observe_run_finished(run.graph_id, outcome.status, seconds)
+        if run.attempt > 1 and outcome.status == "error":
+            # a recovered or drained run that could not finish from its last checkpoint
+            metrics.count_resume_failure(run.graph_id)
+
+    async def _observe_history(self, run: ClaimedRun) -> None:
+        """Record the thread's history length (root checkpoints: one index-only count)."""
+        query = (
+            select(func.count())
+            .select_from(checkpoints)
+            .where(
+                checkpoints.c.tenant_id == run.tenant_id,
+                checkpoints.c.thread_id == run.thread_id,
+                checkpoints.c.checkpoint_ns == "",
+            )
+        )
+        try:
+            async with self.engine.connect() as conn:
+                length = int((await conn.execute(query)).scalar_one())
+        except Exception:  # a metric never fails a settled run
+            log.debug("history length not observed", exc_info=True)
+            return
+        if length:
+            metrics.observe_thread_history(length)
 
     async def _outcome(
         self, run: ClaimedRun, signals: RunSignals, publisher: RunPublisher

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import and_, bindparam, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import metrics
 from app.db.dialect import lock_for_claim, single_statement_autocommit
 from app.db.tables import runs
 from app.db.types import utcnow
@@ -96,6 +97,7 @@ def _claim_statement(dialect_name: str) -> Any:
             runs.c.temporary,
             runs.c.cancel_action,
             runs.c.created_at,
+            runs.c.available_at,
         )
     )
     _CLAIM_STATEMENTS[dialect_name] = stmt
@@ -127,6 +129,7 @@ async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) ->
         row = (await conn.execute(_claim_statement(conn.dialect.name), params)).first()
     if row is None:
         return None
+    metrics.observe_queue_wait(row.graph_id, (now - row.available_at).total_seconds())
     return ClaimedRun(
         run_id=row.run_id,
         tenant_id=row.tenant_id,
@@ -195,6 +198,9 @@ async def reap_expired(engine: AsyncEngine) -> list[str]:
                 available_at=now,
                 updated_at=now,
             )
-            .returning(runs.c.run_id)
+            .returning(runs.c.run_id, runs.c.graph_id)
         )
-        return [r.run_id for r in rows]
+        reaped = rows.all()
+    for row in reaped:
+        metrics.count_run_recovered(row.graph_id)
+    return [r.run_id for r in reaped]

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tables import run_events
 from app.db.types import utcnow
+from app.logging import context_with
 from app.runs import queue
 from app.runs.events import EventHub
 from app.runs.executor import RunExecutor, RunSignals
@@ -148,8 +149,14 @@ class WorkerPool:
             self._cancel(active, action=None)
 
         unregister = self.hub.on_cancel(run.run_id, on_cancel)
-        active.task = asyncio.create_task(self._execute(active, unregister), name="gk-run")
-        active.keeper = asyncio.create_task(self._keep_lease(active), name="gk-lease")
+        # Every log line of the run's tasks carries its ids (app.logging ContextVars).
+        ids = context_with(run_id=run.run_id, thread_id=run.thread_id, tenant_id=run.tenant_id)
+        active.task = asyncio.create_task(
+            self._execute(active, unregister), name="gk-run", context=ids
+        )
+        active.keeper = asyncio.create_task(
+            self._keep_lease(active), name="gk-lease", context=ids.copy()
+        )
 
     def _cancel(self, active: _Active, *, action: str | None) -> None:
         # The action is read from the row by the keeper; a local cancel re-reads it quickly.
