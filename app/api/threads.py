@@ -37,6 +37,15 @@ DEFAULT_HISTORY_LIMIT = 1
     "/threads", operation_id="create_thread", response_model=Thread, response_model_exclude={"ttl"}
 )
 async def create_thread(body: ThreadCreate, state: AppStateDep, principal: PrincipalDep) -> Thread:
+    if body.supersteps:
+        return await thread_state.create_thread_with_supersteps(
+            state.engine,
+            tenant_id=principal.tenant_id,
+            body=body,
+            graphs=state.graphs,
+            saver=state.saver,
+            store=state.store,
+        )
     return await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
 
 

@@ -53,11 +53,24 @@ class Thread(BaseModel):
     ttl: JSONObject | None = None
 
 
+class SuperstepUpdate(_Request):
+    values: Any = None
+    command: JSONObject | None = None
+    as_node: str
+
+
+class Superstep(_Request):
+    updates: list[SuperstepUpdate] = Field(min_length=1)
+
+
 class ThreadCreate(_Request):
     thread_id: str | None = None
     metadata: JSONObject | None = None
     if_exists: Literal["raise", "do_nothing"] | None = None
     ttl: ThreadTTL | None = None
+    supersteps: list[Superstep] | None = Field(
+        None, description="State updates applied in order at creation (needs metadata.graph_id)."
+    )
 
 
 class ThreadPatch(_Request):

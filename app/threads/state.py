@@ -11,6 +11,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.errors import EmptyInputError, InvalidUpdateError
 from langgraph.types import StateSnapshot
+from langgraph.types import StateUpdate as GraphUpdate
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.types import utcnow
@@ -26,9 +27,16 @@ from app.threads.schemas import (
     StateUpdate,
     StateUpdateResult,
     Thread,
+    ThreadCreate,
     ThreadState,
 )
-from app.threads.service import get_thread, parse_thread_id
+from app.threads.service import (
+    create_thread,
+    delete_thread,
+    find_thread,
+    get_thread,
+    parse_thread_id,
+)
 
 CHECKPOINT_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_map")
 
@@ -224,6 +232,56 @@ async def get_history(
                 config, limit=body.limit, before=before, filter=body.metadata or None
             )
         ]
+
+
+async def create_thread_with_supersteps(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    body: ThreadCreate,
+    graphs: GraphRegistry,
+    saver: Any,
+    store: Any,
+) -> Thread:
+    """Create a thread and apply `supersteps` as bulk state updates (LangGraph's
+    `abulk_update_state`). A thread that already exists is returned or refused as usual,
+    without applying anything; a failing update removes the new thread again."""
+    graph_id = (body.metadata or {}).get("graph_id")
+    if not isinstance(graph_id, str) or not graphs.has(graph_id):
+        raise InvalidInput("supersteps need metadata.graph_id naming a registered graph")
+    if any(u.command is not None for step in body.supersteps or [] for u in step.updates):
+        raise InvalidInput("supersteps: `command` updates are not supported; send `values`")
+    if body.thread_id is not None:
+        existing = await find_thread(
+            engine, tenant_id=tenant_id, thread_id=parse_thread_id(body.thread_id)
+        )
+        if existing is not None:
+            return await create_thread(engine, tenant_id=tenant_id, body=body)
+    thread = await create_thread(engine, tenant_id=tenant_id, body=body)
+    config = _thread_config(thread.thread_id, None)
+    supersteps = [
+        [GraphUpdate(u.values, u.as_node) for u in step.updates] for step in body.supersteps or []
+    ]
+    try:
+        async with _open(
+            graphs, graph_id, config, saver, store, tenant_id, "threads.update"
+        ) as graph:
+            await graph.abulk_update_state(config, supersteps)
+            latest = snapshot_to_state(await graph.aget_state(config))
+    except (InvalidUpdateError, EmptyInputError, ValueError, KeyError) as exc:
+        await delete_thread(engine, tenant_id=tenant_id, thread_id=thread.thread_id, saver=saver)
+        raise InvalidInput(f"invalid supersteps: {exc}") from exc
+    async with engine.begin() as conn:
+        await q.set_thread_state(
+            conn,
+            tenant_id=tenant_id,
+            thread_id=thread.thread_id,
+            status="interrupted" if latest.next else "idle",
+            values=latest.values,
+            interrupts=_interrupts_by_task(latest),
+            now=utcnow(),
+        )
+    return await get_thread(engine, tenant_id=tenant_id, thread_id=thread.thread_id)
 
 
 def _interrupts_by_task(state: ThreadState) -> JSONObject:

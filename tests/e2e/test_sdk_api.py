@@ -157,6 +157,17 @@ async def test_store(server_url: str) -> None:
     assert await client.store.get_item(ns, "k1") is None
 
 
+async def test_create_with_supersteps(server_url: str) -> None:
+    client = get_client(url=server_url)
+    thread = await client.threads.create(
+        graph_id="approval",
+        supersteps=[{"updates": [{"values": {"request": "deploy"}, "as_node": "propose"}]}],
+    )
+    assert thread["values"] == {"request": "deploy"} and thread["status"] == "interrupted"
+    state = await client.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["review"]
+
+
 def test_sync_client(server_url: str) -> None:
     client = get_sync_client(url=server_url)
     thread = client.threads.create(graph_id="approval")

@@ -258,3 +258,39 @@ async def test_assistant_subgraphs(subgraph_client: httpx.AsyncClient) -> None:
     r = await subgraph_client.get(f"/assistants/{aid}/subgraphs/nothing")
     assert r.status_code == 200 and r.json() == {}
     assert (await subgraph_client.get("/assistants/bad/subgraphs")).status_code == 422
+
+
+async def test_create_with_supersteps(client: httpx.AsyncClient) -> None:
+    body = {
+        "metadata": {"graph_id": "approval"},
+        "supersteps": [
+            {"updates": [{"values": {"request": "deploy"}, "as_node": "propose"}]},
+            {"updates": [{"values": {"approved": True}, "as_node": "review"}]},
+        ],
+    }
+    r = await client.post("/threads", json=body)
+    assert r.status_code == 200, r.text
+    thread = r.json()
+    assert thread["values"] == {"request": "deploy", "approved": True}
+    assert thread["status"] == "interrupted"  # next: execute
+    history = await client.post(f"/threads/{thread['thread_id']}/history", json={"limit": 10})
+    assert len(history.json()) == 2
+    state = (await client.get(f"/threads/{thread['thread_id']}/state")).json()
+    assert state["next"] == ["execute"]
+
+    r = await client.post("/threads", json={**body, "metadata": {}})
+    assert r.status_code == 400 and "graph_id" in r.json()["detail"]
+    bad = {
+        "metadata": {"graph_id": "approval"},
+        "supersteps": [{"updates": [{"values": {"request": "x"}, "as_node": "no_node"}]}],
+    }
+    before = (await client.post("/threads/count", json={})).json()
+    r = await client.post("/threads", json=bad)
+    assert r.status_code == 400
+    assert (await client.post("/threads/count", json={})).json() == before  # rolled back
+    r = await client.post(
+        "/threads", json={**body, "thread_id": thread["thread_id"], "if_exists": "do_nothing"}
+    )
+    assert r.status_code == 200 and r.json()["values"] == thread["values"]
+    r = await client.post("/threads", json={**body, "thread_id": thread["thread_id"]})
+    assert r.status_code == 409
