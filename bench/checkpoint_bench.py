@@ -151,14 +151,18 @@ async def build_delta_thread(saver: Any, thread_id: str, steps: int, frequency: 
     return config
 
 
-async def timed(fn: Callable[[], Awaitable[Any]], repeat: int) -> float:
-    """Median seconds of `repeat` calls."""
-    samples = []
+async def timed_pair(
+    ours: Callable[[], Awaitable[Any]], theirs: Callable[[], Awaitable[Any]], repeat: int
+) -> tuple[float, float]:
+    """Median seconds of `repeat` calls of each, alternating, so load from other processes
+    on the machine hits both savers alike."""
+    samples: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        started = time.perf_counter()
-        await fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+        for fn, out in ((ours, samples[0]), (theirs, samples[1])):
+            started = time.perf_counter()
+            await fn()
+            out.append(time.perf_counter() - started)
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 async def thread_bytes(saver: Any, thread_id: str) -> int:
@@ -224,50 +228,99 @@ async def throughput(saver: Any, workers: int, seconds: float) -> float:
 # --------------------------------------------------------------------------- the run
 
 
-async def measure(saver: Any, args: argparse.Namespace, label: str) -> dict[str, float]:
-    out: dict[str, float] = {}
+class Probe:
+    """One saver's state during a run: its own thread ids and cursors."""
+
+    def __init__(self, saver: Any, run: str) -> None:
+        self.saver = saver
+        self.run = run
+        self.config: Config = {"configurable": {"thread_id": f"put-{run}", "checkpoint_ns": ""}}
+        self.step = 0
+        self.configs: dict[int, list[Config]] = {}
+
+    async def put(self) -> None:
+        self.config = await put_step(self.saver, self.config, self.step)
+        self.step += 1
+
+    async def put_writes(self) -> None:
+        writes = [("messages", {"content": "w" * 200}), ("step", 1)]
+        await self.saver.aput_writes(self.config, writes, uuid.uuid4().hex, "~n")
+
+    def latest(self, depth: int) -> Config:
+        return {"configurable": {"thread_id": f"d{depth}-{self.run}", "checkpoint_ns": ""}}
+
+    async def list_all(self, depth: int) -> None:
+        async for _ in self.saver.alist(self.latest(depth)):
+            pass
+
+
+async def measure(
+    ours: Any, theirs: Any, args: argparse.Namespace
+) -> tuple[dict[str, float], dict[str, float]]:
     run = uuid.uuid4().hex[:8]
-    print(f"  {label}: put / put_writes", flush=True)
-    config: Config = {"configurable": {"thread_id": f"put-{run}", "checkpoint_ns": ""}}
-    step = 0
+    a, b = Probe(ours, run), Probe(theirs, run)
+    out: tuple[dict[str, float], dict[str, float]] = ({}, {})
 
-    async def one_put() -> None:
-        nonlocal config, step
-        config = await put_step(saver, config, step)
-        step += 1
+    def record(name: str, pair: tuple[float, float]) -> None:
+        out[0][name], out[1][name] = pair
 
-    out["put"] = await timed(one_put, args.repeat)
-    writes = [("messages", {"content": "w" * 200}), ("step", 1)]
-    out["put_writes"] = await timed(
-        lambda: saver.aput_writes(config, writes, uuid.uuid4().hex, "~n"), args.repeat
-    )
+    print("  put / put_writes", flush=True)
+    record("put", await timed_pair(a.put, b.put, args.repeat))
+    record("put_writes", await timed_pair(a.put_writes, b.put_writes, args.repeat))
     for depth in args.depths:
-        print(f"  {label}: depth {depth}", flush=True)
-        configs = await build_thread(saver, f"d{depth}-{run}", depth)
-        latest = {"configurable": {"thread_id": f"d{depth}-{run}", "checkpoint_ns": ""}}
-        out[f"get_latest@{depth}"] = await timed(lambda: saver.aget_tuple(latest), args.repeat)
-        picks = [random.choice(configs) for _ in range(args.repeat)]
-        out[f"get_id@{depth}"] = await timed(lambda: saver.aget_tuple(picks.pop()), args.repeat)
+        print(f"  depth {depth}", flush=True)
+        for probe in (a, b):
+            probe.configs[depth] = await build_thread(probe.saver, f"d{depth}-{run}", depth)
+        record(
+            f"get_latest@{depth}",
+            await timed_pair(
+                lambda d=depth: a.saver.aget_tuple(a.latest(d)),
+                lambda d=depth: b.saver.aget_tuple(b.latest(d)),
+                args.repeat,
+            ),
+        )
+        picks = [random.randrange(depth) for _ in range(args.repeat)]
+        pa, pb = list(picks), list(picks)
+        record(
+            f"get_id@{depth}",
+            await timed_pair(
+                lambda d=depth, q=pa: a.saver.aget_tuple(a.configs[d][q.pop()]),
+                lambda d=depth, q=pb: b.saver.aget_tuple(b.configs[d][q.pop()]),
+                args.repeat,
+            ),
+        )
         if depth >= 1000:
-
-            async def list_all(cfg: Config = latest) -> None:
-                async for _ in saver.alist(cfg):
-                    pass
-
-            out[f"list@{depth}"] = await timed(list_all, max(1, args.repeat // 20))
-    print(f"  {label}: delta history", flush=True)
-    head = await build_delta_thread(saver, f"delta-{run}", 1000, 1000)
-    out["delta_history@1000"] = await timed(
-        lambda: saver.aget_delta_channel_history(config=head, channels=["messages"]),
-        max(3, args.repeat // 10),
+            record(
+                f"list@{depth}",
+                await timed_pair(
+                    lambda d=depth: a.list_all(d),
+                    lambda d=depth: b.list_all(d),
+                    max(1, args.repeat // 20),
+                ),
+            )
+    print("  delta history", flush=True)
+    heads = [await build_delta_thread(p.saver, f"delta-{run}", 1000, 1000) for p in (a, b)]
+    record(
+        "delta_history@1000",
+        await timed_pair(
+            lambda: a.saver.aget_delta_channel_history(config=heads[0], channels=["messages"]),
+            lambda: b.saver.aget_delta_channel_history(config=heads[1], channels=["messages"]),
+            max(3, args.repeat // 10),
+        ),
     )
     for steps in (200, 1000):
-        thread = f"bytes{steps}-{run}"
-        await build_delta_thread(saver, thread, steps, 100)
-        out[f"bytes/step@{steps}"] = await thread_bytes(saver, thread) / steps
+        for side, probe in enumerate((a, b)):
+            thread = f"bytes{steps}-{run}"
+            await build_delta_thread(probe.saver, thread, steps, 100)
+            out[side][f"bytes/step@{steps}"] = await thread_bytes(probe.saver, thread) / steps
     for workers in args.concurrency:
-        print(f"  {label}: {workers} concurrent threads", flush=True)
-        out[f"cycles/s@{workers}"] = await throughput(saver, workers, args.seconds)
+        print(f"  {workers} concurrent threads", flush=True)
+        rates: tuple[list[float], list[float]] = ([], [])
+        for _ in range(2):  # alternate, half the time each, twice
+            for side, probe in enumerate((a, b)):
+                rates[side].append(await throughput(probe.saver, workers, args.seconds / 2))
+        out[0][f"cycles/s@{workers}"] = statistics.mean(rates[0])
+        out[1][f"cycles/s@{workers}"] = statistics.mean(rates[1])
     return out
 
 
@@ -339,8 +392,7 @@ async def main(args: argparse.Namespace) -> None:
             print("PostgreSQL", flush=True)
             ours_saver = await stack.enter_async_context(our_saver(ours_url, args.pool))
             theirs_saver = await stack.enter_async_context(official_pg(theirs_url, args.pool))
-            ours = await measure(ours_saver, args, "SQLSaver")
-            theirs = await measure(theirs_saver, args, "AsyncPostgresSaver")
+            ours, theirs = await measure(ours_saver, theirs_saver, args)
             head = await build_delta_thread(ours_saver, "rt-check", 50, 1000)
             trips = await delta_round_trips(ours_saver, head)()
             report("PostgreSQL: SQLSaver vs AsyncPostgresSaver", ours, theirs)
@@ -348,10 +400,11 @@ async def main(args: argparse.Namespace) -> None:
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             print("SQLite", flush=True)
-            async with our_saver(f"sqlite+aiosqlite:///{tmp}/ours.db", args.pool) as saver:
-                ours = await measure(saver, args, "SQLSaver")
-            async with official_sqlite(os.path.join(tmp, "official.db")) as official:
-                theirs = await measure(official, args, "AsyncSqliteSaver")
+            async with (
+                our_saver(f"sqlite+aiosqlite:///{tmp}/ours.db", args.pool) as saver,
+                official_sqlite(os.path.join(tmp, "official.db")) as official,
+            ):
+                ours, theirs = await measure(saver, official, args)
             report("SQLite: SQLSaver vs AsyncSqliteSaver", ours, theirs)
 
 

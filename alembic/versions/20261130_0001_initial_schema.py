@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 04:10:10.806663
+Create Date: 2026-11-30 04:43:05.746442
 """
 
 from collections.abc import Sequence
@@ -136,7 +136,7 @@ def upgrade() -> None:
         ),
     )
     with op.batch_alter_table("checkpoints", schema=None) as batch_op:
-        batch_op.create_index("ix_checkpoints_run_id", ["tenant_id", "run_id"], unique=False)
+        batch_op.create_index("ix_checkpoints_run_id", ["run_id", "tenant_id"], unique=False)
 
     op.create_table(
         "run_events",

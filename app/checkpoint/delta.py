@@ -144,55 +144,44 @@ def build_history_query(
             )
             .where(on_path)
         )
-        arms.append(
-            select(
-                literal(KIND_BLOB_SEED).label("kind"),
-                literal(i, Integer).label("ch_index"),
-                ch.depth,
-                cast(null(), Text).label("task_path"),
-                cast(null(), Text).label("task_id"),
-                cast(null(), Integer).label("idx"),
-                BL.type,
-                BL.blob,
-            )
-            .select_from(
-                chain.join(
-                    checkpoint_blobs,
-                    and_(
-                        BL.tenant_id == ch.tenant_id,
-                        BL.thread_id == ch.thread_id,
-                        BL.checkpoint_ns == ch.checkpoint_ns,
-                        BL.channel == channel,
-                        BL.version == ch[f"ver_{i}"],
-                    ),
-                )
-            )
-            .where(on_path, ch[f"ver_{i}"] != "")
+        # The seed (one row per channel at most): the stored blob, or for a value kept inline
+        # the ancestor's checkpoint body. Scalar subqueries, so each is one probe by the whole
+        # primary key whatever the planner's statistics.
+        version = ch[f"ver_{i}"]
+        in_chain_thread = (
+            BL.tenant_id == ch.tenant_id,
+            BL.thread_id == ch.thread_id,
+            BL.checkpoint_ns == ch.checkpoint_ns,
+            BL.channel == channel,
+            BL.version == version,
         )
         seed_cp = checkpoints.alias(f"seed_{i}")
+        in_chain_row = (
+            seed_cp.c.tenant_id == ch.tenant_id,
+            seed_cp.c.thread_id == ch.thread_id,
+            seed_cp.c.checkpoint_ns == ch.checkpoint_ns,
+            seed_cp.c.checkpoint_id == ch.checkpoint_id,
+        )
+        inline = version == ""
         arms.append(
             select(
-                literal(KIND_INLINE_SEED).label("kind"),
+                case((inline, KIND_INLINE_SEED), else_=KIND_BLOB_SEED).label("kind"),
                 literal(i, Integer).label("ch_index"),
                 ch.depth,
                 cast(null(), Text).label("task_path"),
                 cast(null(), Text).label("task_id"),
                 cast(null(), Integer).label("idx"),
-                seed_cp.c.type,
-                seed_cp.c.checkpoint.label("blob"),
+                case(
+                    (inline, select(seed_cp.c.type).where(*in_chain_row).scalar_subquery()),
+                    else_=select(BL.type).where(*in_chain_thread).scalar_subquery(),
+                ).label("type"),
+                case(
+                    (inline, select(seed_cp.c.checkpoint).where(*in_chain_row).scalar_subquery()),
+                    else_=select(BL.blob).where(*in_chain_thread).scalar_subquery(),
+                ).label("blob"),
             )
-            .select_from(
-                chain.join(
-                    seed_cp,
-                    and_(
-                        seed_cp.c.tenant_id == ch.tenant_id,
-                        seed_cp.c.thread_id == ch.thread_id,
-                        seed_cp.c.checkpoint_ns == ch.checkpoint_ns,
-                        seed_cp.c.checkpoint_id == ch.checkpoint_id,
-                    ),
-                )
-            )
-            .where(on_path, ch[f"ver_{i}"] == "")
+            .select_from(chain)
+            .where(on_path, version.is_not(None))
         )
     return union_all(*arms)
 

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Delete,
     Insert,
     Integer,
+    LargeBinary,
     Select,
     String,
     Text,
@@ -32,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 
-from app.db.dialect import insert_for, json_contains, json_pairs
+from app.db.dialect import insert_for, json_contains, json_pairs, unnest_arrays
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import JSONType
 
@@ -72,21 +73,28 @@ def _in_thread(table: Any, tenant_id: str, thread_id: str, checkpoint_ns: str) -
 # --------------------------------------------------------------------------- writes (put)
 
 
-def upsert_blobs(dialect: Dialect, rows: list[dict[str, Any]]) -> Insert:
-    """Insert channel values; a (channel, version) already stored is never rewritten."""
-    stmt = insert_for(dialect, checkpoint_blobs).values(rows)
+# The write statements are built once per shape and reused with bound parameters: a reused
+# statement object skips SQLAlchemy's per-call construction and cache-key work, and the driver
+# reuses its prepared statement.
+
+BLOB_COLUMNS = [c.name for c in checkpoint_blobs.columns]
+
+
+def upsert_blobs(dialect: Dialect) -> Insert:
+    """Insert channel values (executemany); a (channel, version) already stored is kept."""
+    stmt = insert_for(dialect, checkpoint_blobs)
     return stmt.on_conflict_do_nothing(index_elements=BLOB_KEYS)  # type: ignore[no-any-return]
 
 
-def upsert_checkpoint(
-    dialect: Dialect, row: dict[str, Any], blob_rows: list[dict[str, Any]] | None = None
-) -> Insert:
-    """Insert (or replace) one checkpoint row.
+def upsert_checkpoint(dialect: Dialect, *, with_blobs: bool = False) -> Insert:
+    """Insert (or replace) one checkpoint row; its columns are bound by name.
 
-    With `blob_rows`, the blob insert rides along as a data-modifying CTE: the checkpoint
-    and its new channel values land in one statement (PostgreSQL only).
+    `with_blobs` (PostgreSQL only): the checkpoint's new channel values ride along as a
+    data-modifying CTE, bound as parallel arrays `blob_channel`, `blob_version`, `blob_type`,
+    `blob_blob` (see `blob_params`), so a checkpoint and its blobs are one statement, one
+    round trip, atomic without BEGIN/COMMIT, and one cached shape whatever the blob count.
     """
-    stmt = insert_for(dialect, checkpoints).values(row)
+    stmt = insert_for(dialect, checkpoints)
     stmt = stmt.on_conflict_do_update(
         index_elements=CHECKPOINT_KEYS,
         set_={
@@ -101,16 +109,40 @@ def upsert_checkpoint(
             )
         },
     )
-    if blob_rows:
-        stmt = stmt.add_cte(upsert_blobs(dialect, blob_rows).cte("new_blobs"))
+    if with_blobs:
+        rows = unnest_arrays(
+            dialect,
+            "blob_",
+            {"channel": Text(), "version": Text(), "type": Text(), "blob": LargeBinary()},
+        )
+        source = select(
+            bindparam("blob_tenant_id", type_=Text()),
+            bindparam("blob_thread_id", type_=Text()),
+            bindparam("blob_checkpoint_ns", type_=Text()),
+            rows.c.channel,
+            rows.c.version,
+            rows.c.type,
+            rows.c.blob,
+        )
+        new_blobs = insert_for(dialect, checkpoint_blobs).from_select(BLOB_COLUMNS, source)
+        new_blobs = new_blobs.on_conflict_do_nothing(index_elements=BLOB_KEYS)
+        stmt = stmt.add_cte(new_blobs.cte("new_blobs"))
     return stmt  # type: ignore[no-any-return]
 
 
-def insert_writes(dialect: Dialect, rows: list[dict[str, Any]]) -> Insert:
-    """Insert pending writes. Regular writes (idx >= 0) are kept as first written, so a
-    retried task cannot duplicate them; special writes (error, interrupt, resume, scheduled:
-    negative idx) replace the previous one, as langgraph's savers do."""
-    stmt = insert_for(dialect, checkpoint_writes).values(rows)
+def blob_params(key: Mapping[str, str], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Parameters for `upsert_checkpoint(with_blobs=True)`'s blob CTE."""
+    params: dict[str, Any] = {f"blob_{name}": value for name, value in key.items()}
+    for column in ("channel", "version", "type", "blob"):
+        params[f"blob_{column}"] = [row[column] for row in rows]
+    return params
+
+
+def insert_writes(dialect: Dialect) -> Insert:
+    """Insert pending writes (executemany). Regular writes (idx >= 0) are kept as first
+    written, so a retried task cannot duplicate them; special writes (error, interrupt,
+    resume, scheduled: negative idx) replace the previous one, as langgraph's savers do."""
+    stmt = insert_for(dialect, checkpoint_writes)
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=WRITE_KEYS,
         set_={name: stmt.excluded[name] for name in ("task_path", "channel", "type", "blob")},

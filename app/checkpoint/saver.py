@@ -64,6 +64,12 @@ class SQLSaver(SyncBridge):
             if self._one_statement
             else engine
         )
+        self._put = queries.upsert_checkpoint(engine.dialect)
+        self._put_with_blobs = queries.upsert_checkpoint(
+            engine.dialect, with_blobs=self._one_statement
+        )
+        self._blob_insert = queries.upsert_blobs(engine.dialect)
+        self._writes_insert = queries.insert_writes(engine.dialect)
         self._get_by_id = queries.select_tuple(engine.dialect, by_id=True)
         self._get_latest = queries.select_tuple(engine.dialect, by_id=False)
         try:
@@ -173,15 +179,16 @@ class SQLSaver(SyncBridge):
             {**key, "channel": channel, "version": version, "type": t, "blob": data}
             for channel, (version, (t, data)) in blobs.items()
         ]
-        dialect = self.engine.dialect
         if self._one_statement:
             async with self._reader() as conn:
-                await conn.execute(queries.upsert_checkpoint(dialect, row, blob_rows))
+                await conn.execute(
+                    self._put_with_blobs, {**row, **queries.blob_params(key, blob_rows)}
+                )
         else:
             async with self._writer() as conn:
                 if blob_rows:
-                    await conn.execute(queries.upsert_blobs(dialect, blob_rows))
-                await conn.execute(queries.upsert_checkpoint(dialect, row))
+                    await conn.execute(self._blob_insert, blob_rows)
+                await conn.execute(self._put, row)
         return {
             "configurable": {
                 "thread_id": key["thread_id"],
@@ -213,13 +220,12 @@ class SQLSaver(SyncBridge):
         )
         if not rows:
             return
-        stmt = queries.insert_writes(self.engine.dialect, rows)
         if self._one_statement:
             async with self._reader() as conn:
-                await conn.execute(stmt)
+                await conn.execute(self._writes_insert, rows)
         else:
             async with self._writer() as conn:
-                await conn.execute(stmt)
+                await conn.execute(self._writes_insert, rows)
 
     # ----------------------------------------------------------------- get / list
 

@@ -94,6 +94,20 @@ def _name(dialect: Dialect | str) -> str:
     return dialect if isinstance(dialect, str) else dialect.name
 
 
+def unnest_arrays(dialect: Dialect | str, prefix: str, columns: dict[str, Any]) -> Any:
+    """PostgreSQL: rows from parallel array parameters, `unnest(:<prefix><col>, ...)`, with
+    output columns named `columns`. One statement shape then inserts any number of rows, so
+    it stays in SQLAlchemy's compiled cache and asyncpg's prepared statements (a multi-row
+    VALUES of bound parameters is recompiled on every call). Not available on SQLite."""
+    if _name(dialect) != "postgresql":
+        raise ValueError("unnest_arrays is PostgreSQL only")
+    arrays = [
+        bindparam(f"{prefix}{name}", type_=postgresql.ARRAY(type_))
+        for name, type_ in columns.items()
+    ]
+    return func.unnest(*arrays).table_valued(*columns).render_derived()
+
+
 def json_pairs(dialect: Dialect | str, column: ColumnElement[Any]) -> Any:
     """A JSON object column as rows (`key`, `value` text) to join against, in FROM:
     `jsonb_each_text` on PostgreSQL, `json_each` on SQLite (both may reference an earlier

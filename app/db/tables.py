@@ -180,7 +180,10 @@ checkpoints = Table(
     # the first ancestor that holds a channel, all without decoding `checkpoint`.
     Column("value_versions", JSONType, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
-    Index("ix_checkpoints_run_id", "tenant_id", "run_id"),
+    # Leads with run_id, not tenant_id: an index leading with tenant_id alone looks cheaper
+    # than the primary key to a planner without statistics (a fresh or fast-growing thread),
+    # which then filters the tenant's whole history on every parent-chain step.
+    Index("ix_checkpoints_run_id", "run_id", "tenant_id"),
 )
 
 checkpoint_blobs = Table(
