@@ -34,7 +34,7 @@ from app.checkpoint.codec import INLINE, check_text
 from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
-from app.db.dialect import single_statement_autocommit
+from app.db.dialect import autocommit_read_options, single_statement_autocommit
 from app.db.engine import create_engine
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow
@@ -58,12 +58,9 @@ class SQLSaver(SyncBridge):
         self.engine = engine
         self.tenant_id = check_text(tenant_id, "tenant_id")
         self._one_statement = single_statement_autocommit(engine.dialect)
-        # PostgreSQL: a lone statement is atomic by itself, so skip BEGIN/COMMIT round trips.
-        self._autocommit = (
-            engine.execution_options(isolation_level="AUTOCOMMIT")
-            if self._one_statement
-            else engine
-        )
+        # Reads (and PostgreSQL's single-statement writes) skip BEGIN/COMMIT round trips and,
+        # on SQLite, the write lock.
+        self._autocommit = engine.execution_options(**autocommit_read_options(engine.dialect))
         self._put = queries.upsert_checkpoint(engine.dialect)
         self._put_with_blobs = queries.upsert_checkpoint(
             engine.dialect, with_blobs=self._one_statement

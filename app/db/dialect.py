@@ -25,6 +25,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Insert
 
+from app.db.engine import SQLITE_NO_BEGIN
+
 
 def insert_for(dialect: Dialect | str, table: Table) -> Any:
     """A dialect `insert()` that supports `on_conflict_do_update` / `do_nothing`."""
@@ -88,6 +90,18 @@ def single_statement_autocommit(dialect: Dialect | str) -> bool:
     and its writes need the engine's BEGIN IMMEDIATE, so there writes use a transaction.
     """
     return _name(dialect) == "postgresql"
+
+
+def autocommit_read_options(dialect: Dialect | str) -> dict[str, Any]:
+    """Execution options for connections that run independent single statements (reads, and
+    on PostgreSQL single-statement writes): no BEGIN/COMMIT round trips, no SQLite write lock.
+
+    PostgreSQL: AUTOCOMMIT. SQLite: skip the engine's BEGIN IMMEDIATE (SQLAlchemy's AUTOCOMMIT
+    there would reset the driver's isolation setting when the connection is returned).
+    """
+    if _name(dialect) == "postgresql":
+        return {"isolation_level": "AUTOCOMMIT"}
+    return {SQLITE_NO_BEGIN: True}
 
 
 def _name(dialect: Dialect | str) -> str:

@@ -27,6 +27,12 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
+# Execution option: a SQLite connection that only reads may skip BEGIN IMMEDIATE; its
+# statements then run in autocommit (the driver's transaction control is off), each reading a
+# consistent WAL snapshot without taking the write lock. Never set it on a connection that
+# writes more than one statement.
+SQLITE_NO_BEGIN = "graphkeep_sqlite_no_begin"
+
 # A pooled connection idle longer than this is pinged before use.
 PING_IDLE_SECONDS = 5.0
 
@@ -106,6 +112,9 @@ def create_engine(
 
         @event.listens_for(engine.sync_engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
+            if conn.get_execution_options().get(SQLITE_NO_BEGIN):
+                # opted-in reads: each statement is its own snapshot (WAL), no write lock
+                return
             # IMMEDIATE takes the write lock up front: two deferred transactions that both
             # upgrade from read to write deadlock at once, whatever busy_timeout says.
             conn.exec_driver_sql("BEGIN IMMEDIATE")
