@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.paging import page_response
-from app.assistants import service
+from app.assistants import introspection, service
 from app.assistants.schemas import (
     Assistant,
     AssistantCount,
@@ -155,7 +155,7 @@ async def set_latest(
 async def get_schemas(
     assistant_id: str, state: AppStateDep, principal: PrincipalDep
 ) -> GraphSchemas:
-    return await service.get_schemas(
+    return await introspection.get_schemas(
         state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id, graphs=state.graphs
     )
 
@@ -164,7 +164,7 @@ async def get_schemas(
 async def get_subgraphs(
     assistant_id: str, state: AppStateDep, principal: PrincipalDep, recurse: bool = Query(False)
 ) -> dict[str, Any]:
-    return await service.get_subgraphs(
+    return await introspection.get_subgraphs(
         state.engine,
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
@@ -185,7 +185,7 @@ async def get_subgraphs_by_namespace(
     principal: PrincipalDep,
     recurse: bool = Query(False),
 ) -> dict[str, Any]:
-    return await service.get_subgraphs(
+    return await introspection.get_subgraphs(
         state.engine,
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
@@ -202,7 +202,7 @@ async def get_graph(
     principal: PrincipalDep,
     xray: str | None = Query(None, description="true, false or a positive depth"),
 ) -> dict[str, Any]:
-    return await service.get_graph_drawing(
+    return await introspection.get_graph_drawing(
         state.engine,
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
