@@ -294,3 +294,32 @@ async def test_create_with_supersteps(client: httpx.AsyncClient) -> None:
     assert r.status_code == 200 and r.json()["values"] == thread["values"]
     r = await client.post("/threads", json={**body, "thread_id": thread["thread_id"]})
     assert r.status_code == 409
+
+
+async def test_delta_channel_conversation_state(client: httpx.AsyncClient) -> None:
+    """The long_conversation example keeps messages on a DeltaChannel: state is rebuilt from
+    the saved writes, across many checkpoints, exactly as it was produced."""
+    tid = (await new_thread(client, metadata={"graph_id": "long_conversation"}))["thread_id"]
+    for turn in range(1, 8):
+        await run_graph(
+            client,
+            "long_conversation",
+            tid,
+            {"messages": [{"role": "user", "content": f"m{turn}"}]},
+        )
+    state = (await client.get(f"/threads/{tid}/state")).json()
+    contents = [m["content"] for m in state["values"]["messages"]]
+    assert len(contents) == 14
+    assert contents[-2:] == ["m7", "turn 7: m7"]
+    history = (await client.post(f"/threads/{tid}/history", json={"limit": 100})).json()
+    sizes = [len(h["values"].get("messages", [])) for h in history]
+    assert sizes[0] == 14 and sizes == sorted(sizes, reverse=True)
+    thread = (await client.get(f"/threads/{tid}")).json()
+    assert thread["values"] is None  # the cache is written by runs and update_state only
+    r = await client.post(
+        f"/threads/{tid}/state",
+        json={"values": {"messages": [{"role": "user", "content": "edited"}]}, "as_node": "reply"},
+    )
+    assert r.status_code == 200, r.text
+    thread = (await client.get(f"/threads/{tid}")).json()
+    assert len(thread["values"]["messages"]) == 15
