@@ -156,13 +156,13 @@ async def timed_pair(
 ) -> tuple[float, float]:
     """Median seconds of `repeat` calls of each, alternating, so load from other processes
     on the machine hits both savers alike."""
-    samples: tuple[list[float], list[float]] = ([], [])
+    wall: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        for fn, out in ((ours, samples[0]), (theirs, samples[1])):
+        for side, fn in enumerate((ours, theirs)):
             started = time.perf_counter()
             await fn()
-            out.append(time.perf_counter() - started)
-    return statistics.median(samples[0]), statistics.median(samples[1])
+            wall[side].append(time.perf_counter() - started)
+    return statistics.median(wall[0]), statistics.median(wall[1])
 
 
 async def thread_bytes(saver: Any, thread_id: str) -> int:
@@ -299,15 +299,23 @@ async def measure(
                 ),
             )
     print("  delta history", flush=True)
-    heads = [await build_delta_thread(p.saver, f"delta-{run}", 1000, 1000) for p in (a, b)]
-    record(
-        "delta_history@1000",
-        await timed_pair(
-            lambda: a.saver.aget_delta_channel_history(config=heads[0], channels=["messages"]),
-            lambda: b.saver.aget_delta_channel_history(config=heads[1], channels=["messages"]),
-            max(3, args.repeat // 10),
-        ),
-    )
+    for label, frequency in (("snapshot every 100", 100), ("no snapshot", 1000)):
+        heads = [
+            await build_delta_thread(p.saver, f"delta{frequency}-{run}", 1000, frequency)
+            for p in (a, b)
+        ]
+        record(
+            f"delta@1000 ({label})",
+            await timed_pair(
+                lambda h=heads[0]: a.saver.aget_delta_channel_history(
+                    config=h, channels=["messages"]
+                ),
+                lambda h=heads[1]: b.saver.aget_delta_channel_history(
+                    config=h, channels=["messages"]
+                ),
+                max(5, args.repeat // 5),
+            ),
+        )
     for steps in (200, 1000):
         for side, probe in enumerate((a, b)):
             thread = f"bytes{steps}-{run}"
@@ -344,16 +352,16 @@ def delta_round_trips(saver: SQLSaver, head: Config) -> Callable[[], Awaitable[i
 
 def report(title: str, ours: dict[str, float], theirs: dict[str, float]) -> None:
     print(f"\n{title}")
-    print(f"{'metric':<24}{'SQLSaver':>14}{'official':>14}{'ratio':>9}")
+    print(f"{'metric':<34}{'SQLSaver':>12}{'official':>12}{'ratio':>9}")
     for key, mine in ours.items():
         other = theirs.get(key, float("nan"))
         if key.startswith("cycles/s"):
             ratio = mine / other
-            print(f"{key:<24}{mine:>14.0f}{other:>14.0f}{ratio:>8.2f}x")
+            print(f"{key:<34}{mine:>12.0f}{other:>12.0f}{ratio:>8.2f}x")
         elif key.startswith("bytes"):
-            print(f"{key:<24}{mine:>14.0f}{other:>14.0f}{other / mine:>8.2f}x")
+            print(f"{key:<34}{mine:>12.0f}{other:>12.0f}{other / mine:>8.2f}x")
         else:
-            print(f"{key:<24}{mine * 1e3:>12.2f}ms{other * 1e3:>12.2f}ms{other / mine:>8.2f}x")
+            print(f"{key:<34}{mine * 1e3:>10.2f}ms{other * 1e3:>10.2f}ms{other / mine:>8.2f}x")
     print("derived (SQLSaver / official):")
     for name, data in (("SQLSaver", ours), ("official", theirs)):
         depths = sorted(int(k.split("@")[1]) for k in data if k.startswith("get_id@"))

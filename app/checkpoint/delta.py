@@ -17,10 +17,13 @@ from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory, PendingWrite, writes_sort_key
 from sqlalchemy import (
+    JSON,
     CompoundSelect,
     Integer,
+    String,
     Text,
     and_,
+    bindparam,
     case,
     cast,
     func,
@@ -42,25 +45,30 @@ KIND_BLOB_SEED = "b"
 KIND_INLINE_SEED = "i"
 
 
-def build_history_query(
-    tenant_id: str,
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str | None,
-    channels: Sequence[str],
-) -> CompoundSelect[Any]:
-    """The one statement answering `get_delta_channel_history` (see the module docstring)."""
+def build_history_query(channel_count: int, *, by_id: bool) -> CompoundSelect[Any]:
+    """The one statement answering `get_delta_channel_history` (see the module docstring).
+
+    Binds `tenant_id`, `thread_id`, `checkpoint_ns`, `checkpoint_id` (when `by_id`; else the
+    latest checkpoint) and `ch_0` ... `ch_<n-1>`; see `history_params`. Built once per shape
+    and reused, so SQLAlchemy's compiled cache and the driver's prepared statement apply.
+    """
+    tenant_id = bindparam("tenant_id", type_=String())
+    thread_id = bindparam("thread_id", type_=String())
+    checkpoint_ns = bindparam("checkpoint_ns", type_=String())
+    channels = [bindparam(f"ch_{i}", type_=String()) for i in range(channel_count)]
+    # the same names as JSON object keys (SQLite renders them as a '$."name"' path)
+    keys = [bindparam(f"key_{i}", type_=JSON.JSONStrIndexType()) for i in range(channel_count)]
     in_thread = and_(
         CP.tenant_id == tenant_id, CP.thread_id == thread_id, CP.checkpoint_ns == checkpoint_ns
     )
     target: Any
-    if checkpoint_id is None:
-        target = select(func.max(CP.checkpoint_id)).where(in_thread).scalar_subquery()
+    if by_id:
+        target = bindparam("checkpoint_id", type_=String())
     else:
-        target = literal(checkpoint_id, Text)
+        target = select(func.max(CP.checkpoint_id)).where(in_thread).scalar_subquery()
 
     def version_of(i: int) -> Any:
-        return cast(CP.value_versions[channels[i]].as_string(), Text).label(f"ver_{i}")
+        return cast(CP.value_versions[keys[i]].as_string(), Text).label(f"ver_{i}")
 
     # The chain carries its own tenant / thread / namespace and every join below matches on
     # those columns rather than on constants: the joined table then has no restriction of its
@@ -96,7 +104,7 @@ def build_history_query(
             (ch.depth + 1).label("depth"),
             *[still_open(i).label(f"open_{i}") for i in range(len(channels))],
             *[
-                cast(parent.c.value_versions[channels[i]].as_string(), Text).label(f"ver_{i}")
+                cast(parent.c.value_versions[keys[i]].as_string(), Text).label(f"ver_{i}")
                 for i in range(len(channels))
             ],
         )
@@ -184,6 +192,25 @@ def build_history_query(
             .where(on_path, version.is_not(None))
         )
     return union_all(*arms)
+
+
+def history_params(
+    tenant_id: str,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str | None,
+    channels: Sequence[str],
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "thread_id": thread_id,
+        "checkpoint_ns": checkpoint_ns,
+        **{f"ch_{i}": channel for i, channel in enumerate(channels)},
+        **{f"key_{i}": channel for i, channel in enumerate(channels)},
+    }
+    if checkpoint_id is not None:
+        params["checkpoint_id"] = checkpoint_id
+    return params
 
 
 def assemble_history(

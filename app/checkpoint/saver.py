@@ -67,6 +67,7 @@ class SQLSaver(SyncBridge):
         )
         self._blob_insert = queries.upsert_blobs(engine.dialect)
         self._writes_insert = queries.insert_writes(engine.dialect)
+        self._history_statements: dict[tuple[int, bool], Any] = {}
         self._get_by_id = queries.select_tuple(engine.dialect, by_id=True)
         self._get_latest = queries.select_tuple(engine.dialect, by_id=False)
         try:
@@ -376,15 +377,17 @@ class SQLSaver(SyncBridge):
             return {}
         channels = list(channels)
         key = self._thread_key(config)
-        stmt = delta.build_history_query(
-            self.tenant_id,
-            key["thread_id"],
-            key["checkpoint_ns"],
-            get_checkpoint_id(config),
-            channels,
+        checkpoint_id = get_checkpoint_id(config)
+        shape = (len(channels), checkpoint_id is not None)
+        stmt = self._history_statements.get(shape)
+        if stmt is None:
+            stmt = delta.build_history_query(shape[0], by_id=shape[1])
+            self._history_statements[shape] = stmt
+        params = delta.history_params(
+            self.tenant_id, key["thread_id"], key["checkpoint_ns"], checkpoint_id, channels
         )
         async with self._reader() as conn:
-            rows = (await conn.execute(stmt)).all()
+            rows = (await conn.execute(stmt, params)).all()
 
         def loads(type_tag: str, data: bytes) -> Any:
             return codec.loads(self.serde, type_tag, data)

@@ -22,8 +22,8 @@ from app.checkpoint import (
     SQLSaver,
     ThreadHasCheckpoints,
     make_serde,
+    queries,
 )
-from app.checkpoint import queries
 from app.checkpoint.serde import parse_key
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.errors import InvalidInput
