@@ -63,12 +63,16 @@ async def test_client_chosen_thread_id_of_another_tenant(seeded: tuple[Tenants, 
         assert r.status_code in (404, 409), (suffix, r.status_code, r.text)
         assert MARKER not in r.text
     # bulk state updates at creation cannot write into A's thread either
-    supersteps = [{"updates": [{"values": {"messages": [{"role": "ai", "content": "b"}]}}]}]
+    update = {"values": {"messages": [{"role": "ai", "content": "b"}]}, "as_node": "respond"}
+    supersteps = [{"updates": [update]}]
     r = await t.b.post(
         "/threads",
         json={"thread_id": a_thread, "metadata": {"graph_id": "agent"}, "supersteps": supersteps},
     )
     assert r.status_code == 409, r.text
+    fresh = {"thread_id": str(uuid.uuid4()), "metadata": {"graph_id": "agent"}}
+    r = await t.b.post("/threads", json={**fresh, "supersteps": supersteps})
+    assert r.status_code == 200 and r.json()["values"]["messages"][0]["content"] == "b", r.text
     r = await t.b.post("/threads", json={"thread_id": "not-a-uuid"})
     assert r.status_code == 422
     assert await snapshot(t, seed) == before
