@@ -172,7 +172,7 @@ async def main(sizes: list[int], repeat: int) -> None:
                     await _load(store, loaded, size)
                     print(f"loaded {store_name} to {size} items in {time.perf_counter() - t0:.1f}s")
                 loaded = size
-                async with sql_store.engine.connect() as conn:
+                async with sql_store.engine.begin() as conn:  # committed, or it is lost
                     await conn.execute(text("ANALYZE store_items"))
                 async with official.conn.cursor() as cur:  # type: ignore[union-attr]
                     await cur.execute("ANALYZE store")
