@@ -1,0 +1,42 @@
+"""Every API route outside the public ones asks for the caller (and so for its tenant)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from app.api.auth import METRICS_PATH, PUBLIC_PATHS
+from app.config import Settings
+from app.main import create_app
+
+
+def _routes(routes: list[Any]) -> Iterator[Any]:
+    for route in routes:
+        yield route
+        nested = getattr(route, "routes", None) or getattr(
+            getattr(route, "original_router", None), "routes", None
+        )
+        if nested:
+            yield from _routes(nested)
+
+
+def _dependency_names(dependant: Any) -> set[str]:
+    names: set[str] = set()
+    for sub in dependant.dependencies:
+        names.add(getattr(sub.call, "__name__", ""))
+        names |= _dependency_names(sub)
+    return names
+
+
+def test_every_non_public_route_resolves_the_principal() -> None:
+    app = create_app(Settings(database_url="sqlite+aiosqlite:///:memory:"))
+    checked, missing = 0, []
+    for route in _routes(app.router.routes):
+        dependant = getattr(route, "dependant", None)
+        if dependant is None or route.path in PUBLIC_PATHS | {METRICS_PATH}:
+            continue
+        checked += 1
+        if "get_principal" not in _dependency_names(dependant):
+            missing.append(f"{sorted(route.methods)} {route.path}")
+    assert checked >= 30, checked  # the resource routers are mounted
+    assert not missing, f"routes that never ask who is calling: {missing}"
