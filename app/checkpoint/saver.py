@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -28,6 +29,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import metrics
 from app.checkpoint import codec, delta, maintenance, queries
 from app.checkpoint.bridge import SyncBridge
 from app.checkpoint.codec import INLINE, check_text
@@ -152,6 +154,7 @@ class SQLSaver(SyncBridge):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint and the channel values whose version moved, atomically."""
+        started = time.perf_counter()
         key = self._thread_key(config)
         checkpoint_id = check_text(checkpoint["id"], "checkpoint id", _CHECKPOINT_ID_MAX)
         parent_id = (config.get("configurable") or {}).get("checkpoint_id")
@@ -187,6 +190,8 @@ class SQLSaver(SyncBridge):
                 if blob_rows:
                     await conn.execute(self._blob_insert, blob_rows)
                 await conn.execute(self._put, row)
+        size = len(body) + sum(len(r["blob"] or b"") for r in blob_rows)
+        metrics.observe_checkpoint_put(time.perf_counter() - started, size)
         return {
             "configurable": {
                 "thread_id": key["thread_id"],
@@ -203,6 +208,7 @@ class SQLSaver(SyncBridge):
         task_path: str = "",
     ) -> None:
         """Store a task's pending writes for a checkpoint (special writes replace)."""
+        started = time.perf_counter()
         key = self._thread_key(config)
         checkpoint_id = check_text(
             (config.get("configurable") or {}).get("checkpoint_id"),
@@ -224,6 +230,7 @@ class SQLSaver(SyncBridge):
         else:
             async with self._writer() as conn:
                 await conn.execute(self._writes_insert, rows)
+        metrics.observe_checkpoint_writes(time.perf_counter() - started)
 
     # ----------------------------------------------------------------- get / list
 

@@ -8,7 +8,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -18,13 +20,17 @@ from fastapi import FastAPI
 from fastapi.responses import StreamingResponse
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.config import Settings
 from app.db.engine import create_engine
+from app.db.tables import runs, threads
+from app.db.types import utcnow
 from app.main import create_app
 from app.ops.sampler import sample_pool
+from app.runs import queue
 from app.store import SQLStore
 
 
@@ -279,3 +285,62 @@ async def test_store_operations_are_timed_by_op(engine: AsyncEngine) -> None:
     name = "graphkeep_store_operation_duration_seconds_count"
     for op in ("put", "get", "search", "delete"):
         assert _value(after, name, op=op) - _value(before, name, op=op) == 1, op
+
+
+async def test_a_run_records_its_lifecycle(client: httpx.AsyncClient) -> None:
+    before = (await client.get("/metrics")).text
+    thread_id = (await client.post("/threads", json={})).json()["thread_id"]
+    for text_in in ("hello", "again"):
+        r = await client.post(
+            f"/threads/{thread_id}/runs/wait",
+            json={
+                "assistant_id": "agent",
+                "input": {"messages": [{"role": "user", "content": text_in}]},
+            },
+        )
+        assert r.status_code == 200, r.text
+    after = (await client.get("/metrics")).text
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    assert delta("graphkeep_runs_created_total", graph_id="agent") == 2
+    assert delta("graphkeep_runs_finished_total", graph_id="agent", status="success") == 2
+    assert delta("graphkeep_run_duration_seconds_count", graph_id="agent", status="success") == 2
+    assert delta("graphkeep_thread_history_length_count") == 2
+    # the second run's thread has more checkpoints than the first's: both land in buckets
+    assert delta("graphkeep_thread_history_length_sum") >= 2 + 4
+    assert delta("graphkeep_checkpoint_put_duration_seconds_count") >= 4
+    assert delta("graphkeep_checkpoint_size_bytes_sum") > 0
+
+
+async def test_runs_recovered_after_a_lost_lease_are_counted(engine: AsyncEngine) -> None:
+    now = utcnow()
+    thread_id, run_id = str(uuid.uuid4()), str(uuid.uuid4())
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(threads).values(
+                thread_id=thread_id, tenant_id="default", status="busy", metadata={}, config={},
+                values=None, interrupts={}, created_at=now, updated_at=now, state_updated_at=now,
+            )
+        )  # fmt: skip
+        await conn.execute(
+            insert(runs).values(
+                run_id=run_id, tenant_id="default", thread_id=thread_id,
+                assistant_id=str(uuid.uuid4()), graph_id="crashy", status="running", metadata={},
+                kwargs={}, multitask_strategy="reject", created_at=now, updated_at=now,
+                available_at=now, worker_id="dead-worker", attempt=1,
+                lease_expires_at=now - timedelta(seconds=5),
+            )
+        )  # fmt: skip
+    before = metrics.render().decode()
+    assert await queue.reap_expired(engine) == [run_id]
+    claimed = await queue.claim(engine, worker_id="w2", lease_seconds=30)
+    after = metrics.render().decode()
+    assert claimed is not None and claimed.run_id == run_id and claimed.attempt == 2
+
+    def delta(name: str, **labels: str) -> float:
+        return _value(after, name, **labels) - _value(before, name, **labels)
+
+    assert delta("graphkeep_runs_recovered_total", graph_id="crashy") == 1
+    assert delta("graphkeep_run_queue_wait_seconds_count", graph_id="crashy") == 1
