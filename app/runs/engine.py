@@ -65,4 +65,5 @@ async def open_run_engine(
             sweep_interval_seconds=settings.sweep_interval_seconds,
         )
         pool.start()
+        service.local_pool = pool
     return RunEngine(hub=hub, service=service, pool=pool)

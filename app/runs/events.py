@@ -8,8 +8,8 @@ commit sends a NOTIFY, so readers in other processes wake and read the new rows.
 run's stream is an internal `__end__` row written in the same transaction as the run's final
 status; readers stop there and never send it.
 
-NOTIFY payloads on the one channel: `q` (a run became claimable), `e:<run_id>` (new events or a
-status change), `c:<run_id>` (cancel requested).
+NOTIFY payloads on the one channel, `<kind>:<run_id>:<origin process>`: `q` (a run became
+claimable), `e` (new events or a status change), `c` (cancel requested).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class EventHub:
         self.engine = engine
         self.retention = timedelta(seconds=retention_seconds)
         self.keepalive = keepalive_seconds
+        self.origin = uuid.uuid4().hex[:12]  # tells our own NOTIFYs from other processes
         self.queue_wakeup = asyncio.Event()
         self._notify_sql = notify_channel_sql(engine.dialect)
         self._local: dict[str, _LocalLog] = {}
@@ -128,7 +130,10 @@ class EventHub:
             await asyncio.sleep(1.0)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        kind, _, run_id = payload.partition(":")
+        kind, _, rest = payload.partition(":")
+        run_id, _, origin = rest.partition(":")
+        if origin == self.origin:
+            return  # our own announcement: this process acted on it already
         if kind == "q":
             self.queue_wakeup.set()
         elif kind == "e":
@@ -159,7 +164,7 @@ class EventHub:
     async def notify(self, conn: AsyncConnection, kind: str, run_id: str = "") -> None:
         """Announce to other processes inside `conn`'s transaction (delivered on commit)."""
         if self._notify_sql is not None:
-            payload = f"{kind}:{run_id}" if run_id else kind
+            payload = f"{kind}:{run_id}:{self.origin}"
             await conn.execute(
                 text(self._notify_sql), {"channel": NOTIFY_CHANNEL, "payload": payload}
             )
@@ -349,7 +354,14 @@ def _setter(event: asyncio.Event) -> Callable[[Any], None]:
 
 
 class RunPublisher:
-    """Appends one run's events: live to local readers, in batches to `run_events`."""
+    """Appends one run's events: live to local readers at once, to `run_events` in batches.
+
+    Database writes wait `COALESCE_SECONDS` so events produced together go in one INSERT; the
+    events still pending when the run ends are written by the settling transaction itself
+    (`final_rows`), so a short run costs no separate event write at all.
+    """
+
+    COALESCE_SECONDS = 0.02
 
     def __init__(
         self,
@@ -368,11 +380,26 @@ class RunPublisher:
         self._seq = local.first_seq - 1
         self._pending: list[dict[str, Any]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._writing = False
+        self._final = False
         self._failure: BaseException | None = None
+        self.wrote_any = False  # some rows were stored before the final transaction
 
     @property
     def last_seq(self) -> int:
         return self._seq
+
+    def _row(self, seq: int, event: str, data: str) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seq": seq,
+            "thread_id": self.thread_id,
+            "tenant_id": self.tenant_id,
+            "event": event,
+            "data": data,
+            "created_at": utcnow(),
+            "expires_at": None,
+        }
 
     def emit(self, event: str, data: str) -> StreamEvent:
         """Publish one event (data is compact JSON text)."""
@@ -382,56 +409,67 @@ class RunPublisher:
         ev = StreamEvent(self._seq, event, data)
         self._local.events.append(ev)
         self.hub.wake(self.run_id)
-        self._pending.append(
-            {
-                "run_id": self.run_id,
-                "seq": ev.seq,
-                "thread_id": self.thread_id,
-                "tenant_id": self.tenant_id,
-                "event": event,
-                "data": data,
-                "created_at": utcnow(),
-                "expires_at": None,
-            }
-        )
-        if self._writer is None or self._writer.done():
+        self._pending.append(self._row(ev.seq, event, data))
+        if not self._final and (self._writer is None or self._writer.done()):
             self._writer = asyncio.create_task(self._write_batches(), name="gk-events")
         return ev
 
-    async def _write_batches(self) -> None:
-        while self._pending:
+    async def _write_batches(self, delay: float | None = None) -> None:
+        while self._pending and not self._final:
+            await asyncio.sleep(self.COALESCE_SECONDS if delay is None else delay)
+            if self._final or not self._pending:
+                return
             batch, self._pending = self._pending, []
+            self._writing = True
             try:
                 # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
                 async with one_statement(self.hub.engine) as conn:
                     await conn.execute(insert(run_events), batch)
                     await self.hub.notify(conn, "e", self.run_id)
+                self.wrote_any = True
             except Exception as exc:
                 self._failure = exc
                 log.error("writing run events failed", extra={"run_id": self.run_id})
                 return
+            finally:
+                self._writing = False
+
+    async def _stop_writer(self) -> None:
+        writer = self._writer
+        if writer is None or writer.done():
+            return
+        if self._writing:
+            await asyncio.shield(writer)  # a batch is in flight: let it commit
+        else:
+            writer.cancel()  # only sleeping: the rows stay pending
+            with contextlib.suppress(asyncio.CancelledError):
+                await writer
 
     async def flush(self) -> None:
-        """Wait until every emitted event is stored; raises if storing failed."""
-        while self._writer is not None and not self._writer.done():
+        """Store every emitted event now; raises if storing failed."""
+        await self._stop_writer()
+        if self._pending and not self._final:
+            self._writer = asyncio.create_task(self._write_batches(delay=0), name="gk-events")
             await asyncio.shield(self._writer)
         if self._failure is not None:
             raise self._failure
 
-    def end_row(self) -> dict[str, Any]:
-        """The `__end__` row, to insert in the transaction that sets the final status."""
+    async def final_rows(self) -> list[dict[str, Any]]:
+        """Every event not stored yet plus the `__end__` row, with their expiry set: insert
+        them in the transaction that sets the run's final status."""
+        self._final = True
+        await self._stop_writer()
+        if self._failure is not None:
+            raise self._failure
+        rows, self._pending = self._pending, []
         self._seq += 1
-        return self.hub.end_row(
+        end = self.hub.end_row(
             run_id=self.run_id, thread_id=self.thread_id, tenant_id=self.tenant_id, seq=self._seq
         )
+        for row in rows:
+            row["expires_at"] = end["expires_at"]
+        return [*rows, end]
 
     def close(self, *, ended: bool = False) -> None:
         """Call after the final transaction committed (`ended`) or the run was handed back."""
         self.hub._release_local(self.run_id, self._local, ended=ended)
-
-    async def aclose(self) -> None:
-        """Abandon: stop the writer (used when the process is going away)."""
-        if self._writer is not None and not self._writer.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.wait_for(asyncio.shield(self._writer), timeout=5)
-        self.close(ended=False)

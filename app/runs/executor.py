@@ -103,12 +103,14 @@ class RunExecutor:
             await self._settle(run, outcome, publisher, worker_id=worker_id)
             ended = True
             self._observe(run, outcome, time.monotonic() - started)
-            await self._observe_history(run)
         except Exception:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
         finally:
             publisher.close(ended=ended)
         if ended:
+            # After close: readers (wait, stream) have their answer; this is bookkeeping.
+            if not run.temporary:  # a temporary thread is about to go
+                await self._observe_history(run)
             await self._after(run)
 
     def _observe(self, run: ClaimedRun, outcome: _Outcome, seconds: float) -> None:
@@ -260,8 +262,8 @@ class RunExecutor:
     ) -> None:
         if outcome.status == "rollback":
             await self._saver(run).adelete_for_runs([run.run_id])
-        await publisher.flush()
         values, interrupts, has_next = await self._thread_state(run)
+        rows = await publisher.final_rows()
         if outcome.status in ("error", "timeout"):
             thread_status = "error"
         else:
@@ -287,8 +289,9 @@ class RunExecutor:
                         lease_expires_at=None,
                     )
                 )
-            await conn.execute(insert(run_events), [publisher.end_row()])
-            await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)
+            await conn.execute(insert(run_events), rows)
+            if publisher.wrote_any:  # rows written earlier expire with the run too
+                await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)
             settled = await run_status.settle_thread(
                 conn,
                 tenant_id=run.tenant_id,
@@ -301,26 +304,24 @@ class RunExecutor:
             await self.hub.notify(conn, "e", run.run_id)
             if settled == "busy":  # runs queued behind this one may start now
                 await self.hub.notify(conn, "q")
-        self.hub.queue_wakeup.set()
+        if settled == "busy":
+            self.hub.queue_wakeup.set()
 
     async def _after(self, run: ClaimedRun) -> None:
         """Webhook and temporary-thread clean-up, once the run is final."""
         webhook = run.kwargs.get("webhook")
         delete_thread = run.temporary and run.kwargs.get("on_completion", "delete") == "delete"
-        if not webhook and not delete_thread:
-            return
-        async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    select(runs).where(
-                        runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
-                    )
-                )
-            ).first()
-        if row is None or row.status in ("pending", "running"):
-            return
         if webhook:
-            await post_webhook(str(webhook), run_json(row))
+            async with self.engine.connect() as conn:
+                row = (
+                    await conn.execute(
+                        select(runs).where(
+                            runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
+                        )
+                    )
+                ).first()
+            if row is not None:  # a rolled-back run is gone: nothing to report
+                await post_webhook(str(webhook), run_json(row))
         if delete_thread:
             await self._saver(run).adelete_thread(run.thread_id)
             async with self.engine.begin() as conn:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from sqlalchemy import delete, select
@@ -26,9 +26,12 @@ from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.runs import prepare
 from app.runs.events import EventHub, StreamEvent
-from app.runs.queue import ACTIVE_STATUSES
+from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
 from app.runs.schemas import RunCreate, new_run_id, run_json
 from app.threads import run_status
+
+if TYPE_CHECKING:
+    from app.runs.worker import WorkerPool
 
 JSONObject = dict[str, Any]
 
@@ -48,6 +51,8 @@ class RunService:
         self.hub = hub
         self.graphs = graphs
         self.saver = saver
+        # This process's workers, when it has any: runs created here start on them directly.
+        self.local_pool: WorkerPool | None = None
 
     # ------------------------------------------------------------------ create
 
@@ -62,7 +67,6 @@ class RunService:
         """Queue a run; `thread_id=None` makes a stateless run on a temporary thread."""
         stateless = thread_id is None
         prepare.validate(payload, stateless=stateless)
-        tenant_id = principal.tenant_id
         try:
             assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
         except ValidationFailed:
@@ -74,12 +78,78 @@ class RunService:
         available = now + timedelta(seconds=payload.after_seconds or 0)
         strategy = payload.multitask_strategy or "enqueue"
         to_cancel: list[str] = []
+        pool = self.local_pool
+        reserved = pool is not None and available <= now and pool.try_reserve()
+        dispatched: ClaimedRun | None = None
+        try:
+            created, dispatched, to_cancel, graph_id = await self._insert_run(
+                principal=principal,
+                payload=payload,
+                stateless=stateless,
+                run_id=run_id,
+                thread_id=thread_id,
+                assistant_id=assistant_id,
+                now=now,
+                available=available,
+                strategy=strategy,
+                headers=headers,
+                direct=reserved,
+            )
+        finally:
+            if reserved and dispatched is None and pool is not None:
+                pool.unreserve()
+        if dispatched is not None and pool is not None:
+            pool.launch_reserved(dispatched)
+        else:
+            self.hub.queue_wakeup.set()
+        metrics.count_run_created(graph_id)
+        for other in to_cancel:
+            self.hub.deliver_cancel(other)
+            self.hub.wake(other)
+        out = run_json(created)
+        # The contract answers a create with the run as queued; a directly dispatched run is
+        # already `running` in the database (GET shows it), which is the same moment later.
+        out["status"] = "pending"
+        return out
+
+    async def _insert_run(
+        self,
+        *,
+        principal: Principal,
+        payload: RunCreate,
+        stateless: bool,
+        run_id: str,
+        thread_id: str,
+        assistant_id: str,
+        now: datetime,
+        available: datetime,
+        strategy: str,
+        headers: Mapping[str, str],
+        direct: bool,
+    ) -> tuple[Row[Any], ClaimedRun | None, list[str], str]:
+        """The create transaction. With `direct` (a local slot is reserved) and nothing else
+        in flight on the thread, the run is inserted already claimed by this process's pool:
+        no claim round trip and no durable commit between creating and starting it."""
+        tenant_id = principal.tenant_id
+        to_cancel: list[str] = []
         async with self.engine.begin() as conn:
             assistant = await assistant_queries.find_row(
                 conn, tenant_id=tenant_id, assistant_id=assistant_id
             )
             if assistant is None or not self.graphs.has(assistant.graph_id):
                 raise NotFound("Thread or assistant not found.")
+            kwargs = prepare.build_kwargs(
+                payload,
+                principal=principal,
+                run_id=run_id,
+                thread_id=thread_id,
+                assistant_id=assistant_id,
+                graph_id=assistant.graph_id,
+                assistant_config=assistant.config or {},
+                assistant_context=assistant.context or {},
+                headers=headers,
+                temporary=stateless,
+            )
             thread = (
                 None
                 if stateless
@@ -95,7 +165,12 @@ class RunService:
                     "assistant_id": assistant_id,
                 }
                 await run_status.insert_thread_for_run(
-                    conn, tenant_id=tenant_id, thread_id=thread_id, metadata=metadata, now=now
+                    conn,
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    metadata=metadata,
+                    config=kwargs["config"],
+                    now=now,
                 )
                 thread_metadata: JSONObject = metadata
             else:
@@ -103,21 +178,10 @@ class RunService:
                 # Only a busy thread has runs in flight (busy is kept in the same transactions
                 # that add and settle runs), so an idle one needs no look at its runs.
                 if thread.status == "busy":
+                    direct = False  # queue behind what is in flight
                     to_cancel = await self._apply_strategy(
                         conn, tenant_id=tenant_id, thread_id=thread_id, strategy=strategy
                     )
-            kwargs = prepare.build_kwargs(
-                payload,
-                principal=principal,
-                run_id=run_id,
-                thread_id=thread_id,
-                assistant_id=assistant_id,
-                graph_id=assistant.graph_id,
-                assistant_config=assistant.config or {},
-                assistant_context=assistant.context or {},
-                headers=headers,
-                temporary=stateless,
-            )
             row = {
                 "run_id": run_id,
                 "tenant_id": tenant_id,
@@ -139,25 +203,46 @@ class RunService:
                 "attempt": 0,
                 "temporary": stateless,
             }
+            pool = self.local_pool
+            if direct and pool is not None:
+                row.update(
+                    status="running",
+                    worker_id=pool.worker_id,
+                    lease_expires_at=now + timedelta(seconds=pool.lease_seconds),
+                    attempt=1,
+                    started_at=now,
+                )
             created = (await conn.execute(runs.insert().values(**row).returning(runs))).one()
-            await run_status.mark_thread_busy(
-                conn,
+            if thread is not None:  # a new thread was inserted busy already
+                await run_status.mark_thread_busy(
+                    conn,
+                    tenant_id=tenant_id,
+                    thread_id=thread_id,
+                    metadata={
+                        **thread_metadata,
+                        "graph_id": assistant.graph_id,
+                        "assistant_id": assistant_id,
+                    },
+                    config=kwargs["config"],
+                )
+            if not (direct and pool is not None):
+                await self.hub.notify(conn, "q")
+        dispatched = None
+        if direct and pool is not None:
+            dispatched = ClaimedRun(
+                run_id=run_id,
                 tenant_id=tenant_id,
                 thread_id=thread_id,
-                metadata={
-                    **thread_metadata,
-                    "graph_id": assistant.graph_id,
-                    "assistant_id": assistant_id,
-                },
-                config=kwargs["config"],
+                assistant_id=assistant_id,
+                graph_id=assistant.graph_id,
+                kwargs=kwargs,
+                metadata=dict(created.metadata),
+                attempt=1,
+                temporary=stateless,
+                cancel_action=None,
+                created_at=created.created_at,
             )
-            await self.hub.notify(conn, "q")
-        self.hub.queue_wakeup.set()
-        metrics.count_run_created(assistant.graph_id)
-        for other in to_cancel:
-            self.hub.deliver_cancel(other)
-            self.hub.wake(other)
-        return run_json(created)
+        return created, dispatched, to_cancel, assistant.graph_id
 
     async def _apply_strategy(
         self, conn: AsyncConnection, *, tenant_id: str, thread_id: str, strategy: str

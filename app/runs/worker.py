@@ -64,6 +64,7 @@ class WorkerPool:
         self.drain_timeout = drain_timeout_seconds
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._active: dict[str, _Active] = {}
+        self._reserved = 0  # slots promised to runs being created in this process
         self._slot_free = asyncio.Event()
         self._stopping = False
         self._loop_task: asyncio.Task[None] | None = None
@@ -91,7 +92,7 @@ class WorkerPool:
         while not self._stopping:
             try:
                 claimed = False
-                if len(self._active) < self.concurrency:
+                if self._free_slots() > 0:
                     await self._maintain()
                     run = await queue.claim(
                         self.engine, worker_id=self.worker_id, lease_seconds=self.lease_seconds
@@ -139,6 +140,25 @@ class WorkerPool:
                 )
             )
 
+    def _free_slots(self) -> int:
+        return self.concurrency - len(self._active) - self._reserved
+
+    def try_reserve(self) -> bool:
+        """Promise a slot to a run this process is creating (direct dispatch, no claim)."""
+        if self._stopping or self._free_slots() <= 0:
+            return False
+        self._reserved += 1
+        return True
+
+    def unreserve(self) -> None:
+        self._reserved -= 1
+        self._slot_free.set()
+
+    def launch_reserved(self, run: queue.ClaimedRun) -> None:
+        """Start a run that was inserted already claimed by this worker."""
+        self._reserved -= 1
+        self._launch(run)
+
     # ------------------------------------------------------------------ one run
 
     def _launch(self, run: queue.ClaimedRun) -> None:
@@ -177,8 +197,10 @@ class WorkerPool:
                 unregister()
             if active.keeper is not None:
                 active.keeper.cancel()
+            was_full = self._free_slots() <= 0
             self._active.pop(run.run_id, None)
-            self._slot_free.set()
+            if was_full:  # the dispatcher may be waiting for a slot
+                self._slot_free.set()
 
     async def _keep_lease(self, active: _Active, *, now: bool = False) -> None:
         interval = max(0.2, self.lease_seconds / 3)

@@ -40,9 +40,11 @@ async def insert_thread_for_run(
     tenant_id: str,
     thread_id: str,
     metadata: dict[str, Any],
+    config: dict[str, Any] | None = None,
     now: datetime | None = None,
 ) -> None:
-    """Create the thread a run asked for (`if_not_exists=create`, stateless runs), idle.
+    """Create the thread a run asked for (`if_not_exists=create`, stateless runs), already
+    busy with that run.
 
     Raises Conflict when the id is taken, by this tenant or another.
     """
@@ -55,9 +57,9 @@ async def insert_thread_for_run(
         .values(
             thread_id=thread_id,
             tenant_id=tenant_id,
-            status="idle",
+            status="busy",
             metadata=metadata,
-            config={},
+            config=config or {},
             values=None,
             interrupts={},
             error=None,

@@ -171,11 +171,16 @@ async def test_events_batched_replayed_and_ended(engine: AsyncEngine) -> None:
             live.append(ev)
 
     reader = asyncio.create_task(follow())
-    for i in range(50):
+    for i in range(40):
         pub.emit("custom", f'{{"i":{i}}}')
-    await pub.flush()
+    await pub.flush()  # stored in one batch
+    assert pub.wrote_any
+    for i in range(40, 50):
+        pub.emit("custom", f'{{"i":{i}}}')
+    rows = await pub.final_rows()  # the rest go with the final status, plus the end marker
+    assert [r["seq"] for r in rows] == list(range(41, 52))
     async with engine.begin() as conn:
-        await conn.execute(run_events.insert(), [pub.end_row()])
+        await conn.execute(run_events.insert(), rows)
         await hub.set_expiry(conn, run_id=rid, tenant_id=TENANT)
     pub.close(ended=True)
     await asyncio.wait_for(reader, timeout=10)
