@@ -7,7 +7,7 @@ scan inside one thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -291,65 +291,82 @@ def select_checkpoints(
     return stmt
 
 
-def _value_arms(
-    tenant_id: str, thread_id: str, checkpoint_ns: str, versions: Mapping[str, Iterable[str]]
-) -> list[Select[Any]]:
-    arms: list[Select[Any]] = []
-    for channel, channel_versions in versions.items():
-        wanted = sorted(set(channel_versions))
-        version_cond = BL.version == wanted[0] if len(wanted) == 1 else BL.version.in_(wanted)
-        arms.append(
-            select(
-                literal(KIND_VALUE).label("kind"),
-                BL.channel.label("channel"),
-                BL.version.label("key"),
-                cast(null(), Text).label("task_path"),
-                cast(null(), Integer).label("idx"),
-                BL.type.label("type"),
-                BL.blob.label("blob"),
-            ).where(
-                _in_thread(checkpoint_blobs, tenant_id, thread_id, checkpoint_ns),
-                BL.channel == channel,
-                version_cond,
-            )
-        )
-    return arms
+def select_page(dialect: Dialect) -> CompoundSelect[Any]:
+    """The values and pending writes of one page of `list`, in one statement.
 
-
-def select_values_and_writes(
-    tenant_id: str,
-    thread_id: str,
-    checkpoint_ns: str,
-    *,
-    versions: Mapping[str, Iterable[str]],
-    write_ids: Sequence[str],
-) -> CompoundSelect[Any] | Select[Any]:
-    """In one round trip: the blobs of the given (channel, versions), each a primary-key
-    probe (never a scan of the thread's blobs), and the pending writes of `write_ids`.
+    Binds `tenant_id`, `thread_id`, `checkpoint_ns` and the page's id range `lo`..`hi` (its
+    last and first rows as the database sorted them). The page's checkpoints are one range
+    scan; each distinct (channel, version) they reference is then a primary-key probe (scalar
+    subqueries: an IN list on `version` was planned as a filter over all of the channel's
+    blobs on unanalyzed tables, which made listing quadratic). Writes come from the same id
+    range; the caller keeps those of the page's checkpoints.
 
     Value rows carry the version in `key`; write rows carry `checkpoint_id|task_id`.
     """
-    arms = _value_arms(tenant_id, thread_id, checkpoint_ns, versions)
-    if write_ids:
-        ids_cond = (
-            WR.checkpoint_id == write_ids[0]
-            if len(write_ids) == 1
-            else WR.checkpoint_id.in_(sorted(set(write_ids)))
+    page_filter = (
+        CP.tenant_id == bindparam("tenant_id"),
+        CP.thread_id == bindparam("thread_id"),
+        CP.checkpoint_ns == bindparam("checkpoint_ns"),
+        CP.checkpoint_id.between(bindparam("lo"), bindparam("hi")),
+    )
+    page = select(CP.tenant_id, CP.thread_id, CP.checkpoint_ns, CP.value_versions).where(
+        *page_filter
+    )
+    pg = page.cte("page").c
+    pairs = json_pairs(dialect, pg.value_versions)
+    distinct_pairs = (
+        select(
+            pg.tenant_id,
+            pg.thread_id,
+            pg.checkpoint_ns,
+            cast(pairs.c.key, Text).label("channel"),
+            cast(pairs.c.value, Text).label("version"),
         )
-        arms.append(
-            select(
-                literal(KIND_WRITE).label("kind"),
-                WR.channel.label("channel"),
-                (WR.checkpoint_id + literal("|") + WR.task_id).label("key"),
-                WR.task_path.label("task_path"),
-                WR.idx.label("idx"),
-                WR.type.label("type"),
-                WR.blob.label("blob"),
-            ).where(_in_thread(checkpoint_writes, tenant_id, thread_id, checkpoint_ns), ids_cond)
+        .select_from(pg.value_versions.table)
+        .join(pairs, true())
+        .where(pairs.c.value != INLINE_MARKER)
+        .distinct()
+        .subquery("pairs")
+    )
+    dp = distinct_pairs.c
+
+    def blob_column(column: Any) -> Any:
+        return (
+            select(column)
+            .where(
+                BL.tenant_id == dp.tenant_id,
+                BL.thread_id == dp.thread_id,
+                BL.checkpoint_ns == dp.checkpoint_ns,
+                BL.channel == dp.channel,
+                BL.version == dp.version,
+            )
+            .scalar_subquery()
         )
-    if len(arms) == 1:
-        return arms[0]
-    return union_all(*arms)
+
+    values = select(
+        literal(KIND_VALUE).label("kind"),
+        dp.channel.label("channel"),
+        dp.version.label("key"),
+        cast(null(), Text).label("task_path"),
+        cast(null(), Integer).label("idx"),
+        blob_column(BL.type).label("type"),
+        blob_column(BL.blob).label("blob"),
+    )
+    writes = select(
+        literal(KIND_WRITE),
+        WR.channel,
+        WR.checkpoint_id + literal("|") + WR.task_id,
+        WR.task_path,
+        WR.idx,
+        WR.type,
+        WR.blob,
+    ).where(
+        WR.tenant_id == bindparam("tenant_id"),
+        WR.thread_id == bindparam("thread_id"),
+        WR.checkpoint_ns == bindparam("checkpoint_ns"),
+        WR.checkpoint_id.between(bindparam("lo"), bindparam("hi")),
+    )
+    return union_all(values, writes)
 
 
 def select_thread_headers(tenant_id: str, thread_ids: Sequence[str]) -> Select[Any]:

@@ -32,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app import metrics
 from app.checkpoint import codec, delta, maintenance, queries
 from app.checkpoint.bridge import SyncBridge
-from app.checkpoint.codec import INLINE, check_text
+from app.checkpoint.codec import check_text
 from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
@@ -70,6 +70,7 @@ class SQLSaver(SyncBridge):
         self._blob_insert = queries.upsert_blobs(engine.dialect)
         self._writes_insert = queries.insert_writes(engine.dialect)
         self._history_statements: dict[tuple[int, bool], Any] = {}
+        self._list_page = queries.select_page(engine.dialect)
         self._get_by_id = queries.select_tuple(engine.dialect, by_id=True)
         self._get_latest = queries.select_tuple(engine.dialect, by_id=False)
         try:
@@ -307,19 +308,9 @@ class SQLSaver(SyncBridge):
     async def _values_and_writes(
         self, conn: AsyncConnection, key: Mapping[str, str], headers: Sequence[Any]
     ) -> list[Any]:
-        versions: dict[str, set[str]] = {}
-        for header in headers:
-            for channel, version in (header.value_versions or {}).items():
-                if version != INLINE:
-                    versions.setdefault(channel, set()).add(version)
-        stmt = queries.select_values_and_writes(
-            self.tenant_id,
-            key["thread_id"],
-            key["checkpoint_ns"],
-            versions=versions,
-            write_ids=[h.checkpoint_id for h in headers],
-        )
-        return list((await conn.execute(stmt)).all())
+        """Blobs and writes of `headers` (one thread and namespace, sorted newest first)."""
+        params = {**key, "lo": headers[-1].checkpoint_id, "hi": headers[0].checkpoint_id}
+        return list((await conn.execute(self._list_page, params)).all())
 
     async def _decode(self, headers: Sequence[Any], rows: Sequence[Any]) -> list[CheckpointTuple]:
         """Decode a page of `alist`; rows are (thread_id, checkpoint_ns, row)."""

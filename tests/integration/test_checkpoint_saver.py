@@ -360,3 +360,37 @@ async def test_from_url_owns_its_engine_and_sets_up(db_url: str) -> None:
         assert tup is not None and tup.checkpoint["channel_values"] == {"x": SECRET}
         await saver.adelete_thread(config["configurable"]["thread_id"])
     assert saver.engine.pool.checkedout() == 0
+
+
+async def test_list_pages_agree_with_get(engine: AsyncEngine) -> None:
+    """A multi-page list (forks, writes, shared blobs, two namespaces) returns exactly what
+    get_tuple returns for each checkpoint, newest first."""
+    saver = SQLSaver(engine)
+    config = cfg("big")
+    fork_from = None
+    for i in range(250):
+        versions = {"every3": f"{i // 3:032}", "static": "1", "n": f"{i:032}"}
+        values = {"every3": [i // 3], "static": {"s": 1}, "n": i}
+        config = await put(saver, config, values, versions, step=i)
+        if i % 7 == 0:
+            await saver.aput_writes(config, [("w", i), ("x", [i])], f"task{i}", f"~{i}")
+        if i == 100:
+            fork_from = config
+    assert fork_from is not None
+    fork = await put(saver, fork_from, {"every3": ["fork"]}, {"every3": "fork-v"}, step=-5)
+    await put(saver, cfg("big", ns="child:1"), {"every3": ["child"]}, {"every3": "c"}, step=0)
+
+    listed = [t async for t in saver.alist(cfg("big"))]
+    assert len(listed) == 250 + 1
+    ids = [t.config["configurable"]["checkpoint_id"] for t in listed]
+    assert ids == sorted(ids, reverse=True)
+    for tup in listed:
+        assert tup == await saver.aget_tuple(tup.config)
+    assert fork["configurable"]["checkpoint_id"] in ids
+    everything = [t async for t in saver.alist({"configurable": {"thread_id": "big"}})]
+    assert len(everything) == 252
+    filtered = [t async for t in saver.alist(cfg("big"), filter={"step": 14})]
+    assert [t.metadata["step"] for t in filtered] == [14]
+    assert filtered[0].pending_writes == [("task14", "w", 14), ("task14", "x", [14])]
+    limited = [t async for t in saver.alist(cfg("big"), before=listed[10].config, limit=150)]
+    assert limited == listed[11:161]
