@@ -249,11 +249,15 @@ def delete_vectors(tenant_id: str, keys: Sequence[tuple[str, str]]) -> Delete:
     return delete(store_vectors).where(store_vectors.c.tenant_id == tenant_id, cond)
 
 
-def next_namespace(tenant_id: str, now: datetime, lower: str, upper: str | None) -> Select[Any]:
-    """Distinct live prefixes from `lower` (inclusive) below `upper`, as a loose index scan.
+def next_namespace(
+    tenant_id: str, now: datetime, lower: str, upper: str | None, limit: int | None = None
+) -> Select[Any]:
+    """Distinct live prefixes from `lower` (inclusive) below `upper`, in byte order, as a
+    loose index scan (the first `limit` of them, or all).
 
     A recursive query jumps from one prefix to the next through the primary key, so listing
-    namespaces costs one index probe per namespace, not a scan of every item.
+    namespaces costs one index probe per namespace, not a scan of every item; the walk stops
+    once the outer LIMIT is satisfied.
     """
 
     def bounded(stmt: Select[Any]) -> Select[Any]:
@@ -272,7 +276,8 @@ def next_namespace(tenant_id: str, now: datetime, lower: str, upper: str | None)
     walk = walk.union_all(
         select(after.label("prefix")).select_from(walk).where(walk.c.prefix.is_not(None))
     )
-    return select(walk.c.prefix).where(walk.c.prefix.is_not(None))
+    stmt = select(walk.c.prefix).where(walk.c.prefix.is_not(None))
+    return stmt.limit(limit) if limit is not None else stmt
 
 
 def expired_vectors(now: datetime) -> Delete:

@@ -54,6 +54,7 @@ from app.store.config import StoreIndex, parse_index_config, parse_ttl_config
 from app.store.maintenance import reindex_items, sweep
 from app.store.validation import (
     DEFAULT_MAX_VALUE_BYTES,
+    SEPARATOR,
     join_namespace,
     split_prefix,
     validate_op,
@@ -367,6 +368,19 @@ class SQLStore(BaseStore):
                     lower = join_namespace(tuple(fixed))
                     upper = lower + "/"
                 break
+        literal_only = op.max_depth is None and all(
+            c.match_type == "prefix" and "*" not in c.path for c in conditions[:1]
+        )
+        if literal_only and len(conditions) <= 1:
+            # Byte order of the joined prefixes is tuple order unless a label holds a
+            # character below "." (then "a-b" sorts before "a.x"); the range [p, p/) also
+            # admits only such siblings. Without one among the first offset + limit, those
+            # are the answer and the walk stops there.
+            want = op.offset + op.limit
+            stmt = queries.next_namespace(self.tenant_id, now, lower, upper, limit=want)
+            first = [prefix for (prefix,) in await conn.execute(stmt)]
+            if not any(ch < SEPARATOR for prefix in first for ch in prefix):
+                return [split_prefix(prefix) for prefix in first[op.offset : want]]
         rows = await conn.execute(queries.next_namespace(self.tenant_id, now, lower, upper))
         namespaces = [split_prefix(prefix) for (prefix,) in rows]
         namespaces = [ns for ns in namespaces if all(_matches(c, ns) for c in conditions)]
