@@ -268,28 +268,29 @@ async def measure(
     record("put", await timed_pair(a.put, b.put, args.repeat))
     record("put_writes", await timed_pair(a.put_writes, b.put_writes, args.repeat))
     for depth in args.depths:
-        print(f"  depth {depth}", flush=True)
+        print(f"  building depth {depth}", flush=True)
         for probe in (a, b):
             probe.configs[depth] = await build_thread(probe.saver, f"d{depth}-{run}", depth)
-        record(
-            f"get_latest@{depth}",
-            await timed_pair(
-                lambda d=depth: a.saver.aget_tuple(a.latest(d)),
-                lambda d=depth: b.saver.aget_tuple(b.latest(d)),
-                args.repeat,
-            ),
-        )
-        picks = [random.randrange(depth) for _ in range(args.repeat)]
-        pa, pb = list(picks), list(picks)
-        record(
-            f"get_id@{depth}",
-            await timed_pair(
-                lambda d=depth, q=pa: a.saver.aget_tuple(a.configs[d][q.pop()]),
-                lambda d=depth, q=pb: b.saver.aget_tuple(b.configs[d][q.pop()]),
-                args.repeat,
-            ),
-        )
+    # every depth inside each sample round, so depth ratios are not skewed by load drifting
+    print("  get latest / get by id", flush=True)
+    samples: dict[str, tuple[list[float], list[float]]] = {}
+    for _ in range(args.repeat):
+        for depth in args.depths:
+            target = random.randrange(depth)
+            for kind, calls in (
+                ("get_latest", (a.latest(depth), b.latest(depth))),
+                ("get_id", (a.configs[depth][target], b.configs[depth][target])),
+            ):
+                pair = samples.setdefault(f"{kind}@{depth}", ([], []))
+                for side, probe in enumerate((a, b)):
+                    started = time.perf_counter()
+                    await probe.saver.aget_tuple(calls[side])
+                    pair[side].append(time.perf_counter() - started)
+    for name, (mine, other) in samples.items():
+        record(name, (statistics.median(mine), statistics.median(other)))
+    for depth in args.depths:
         if depth >= 1000:
+            print(f"  list {depth}", flush=True)
             record(
                 f"list@{depth}",
                 await timed_pair(
