@@ -217,6 +217,10 @@ class SQLStore(BaseStore):
 
     def for_tenant(self, tenant_id: str) -> SQLStore:
         """A view of this store bound to another tenant (shares engine, index, TTL, clock)."""
+        try:  # views are made where graphs run: remember the loop for the sync bridge
+            self._shared.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass
         view: SQLStore = object.__new__(type(self))
         view.__dict__.update(self.__dict__)
         view.tenant_id = _check_tenant(tenant_id)

@@ -254,6 +254,15 @@ async def test_sync_bridge_from_a_thread_and_guard_on_the_loop(store: SQLStore) 
         store.get(("s",), "k")
 
 
+async def test_sync_bridge_works_for_a_store_built_off_the_loop(engine: AsyncEngine) -> None:
+    # the server builds its store in a worker thread; graphs get views made in the loop
+    store = await asyncio.to_thread(SQLStore, engine)
+    view = store.for_tenant("acme")
+    await asyncio.to_thread(view.put, ("s",), "k", {"x": 3})
+    item = await view.aget(("s",), "k")
+    assert item is not None and item.value == {"x": 3}
+
+
 async def test_from_url_owns_its_engine(db_url: str) -> None:
     async with SQLStore.from_url(db_url, tenant_id="from-url") as store:
         await store.aput(("x",), "k", {"v": 1})
