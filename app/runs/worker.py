@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import delete
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import metrics
 from app.db.tables import run_events
 from app.db.types import utcnow
 from app.logging import context_with
@@ -157,6 +158,7 @@ class WorkerPool:
     def launch_reserved(self, run: queue.ClaimedRun) -> None:
         """Start a run that was inserted already claimed by this worker."""
         self._reserved -= 1
+        metrics.observe_queue_wait(run.graph_id, 0.0)  # never queued: claimed at creation
         self._launch(run)
 
     # ------------------------------------------------------------------ one run

@@ -299,7 +299,12 @@ async def test_a_run_records_its_lifecycle(client: httpx.AsyncClient) -> None:
             },
         )
         assert r.status_code == 200, r.text
-    after = (await client.get("/metrics")).text
+    history = "graphkeep_thread_history_length_count"
+    for _ in range(100):  # observed after the run's readers got their answer
+        after = (await client.get("/metrics")).text
+        if _value(after, history) - _value(before, history) >= 2:
+            break
+        await asyncio.sleep(0.05)
 
     def delta(name: str, **labels: str) -> float:
         return _value(after, name, **labels) - _value(before, name, **labels)
@@ -307,6 +312,8 @@ async def test_a_run_records_its_lifecycle(client: httpx.AsyncClient) -> None:
     assert delta("graphkeep_runs_created_total", graph_id="agent") == 2
     assert delta("graphkeep_runs_finished_total", graph_id="agent", status="success") == 2
     assert delta("graphkeep_run_duration_seconds_count", graph_id="agent", status="success") == 2
+    # claimed by a worker or dispatched directly at creation: every run's wait is observed
+    assert delta("graphkeep_run_queue_wait_seconds_count", graph_id="agent") == 2
     assert delta("graphkeep_thread_history_length_count") == 2
     # the second run's thread has more checkpoints than the first's: both land in buckets
     assert delta("graphkeep_thread_history_length_sum") >= 2 + 4
