@@ -6,10 +6,14 @@ safety of keep_latest, busy threads left alone, stream-event expiry and Store TT
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import httpx
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -18,9 +22,11 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.checkpoint import SQLSaver
+from app.config import Settings
 from app.db.tables import checkpoints, run_events, runs, threads
 from app.db.types import utcnow
 from app.errors import InvalidInput
+from app.main import create_app
 from app.ops.retention import (
     Sweepers,
     ThreadTTLPolicy,
@@ -290,3 +296,44 @@ async def test_intervals_come_from_langgraph_json(engine: AsyncEngine) -> None:
     for coro in loops.values():
         coro.close()  # type: ignore[attr-defined]
     assert set(loops) == {"gk-retention-threads", "gk-retention-run-events", "gk-retention-store"}
+
+
+async def test_the_server_sweeps_by_itself_per_langgraph_json(
+    engine: AsyncEngine, db_url: str, tmp_path: Path
+) -> None:
+    """The startup step runs the sweepers as owned tasks at langgraph.json's interval."""
+    config = tmp_path / "langgraph.json"
+    config.write_text(
+        json.dumps(
+            {
+                "graphs": {"agent": "app.examples.chat:graph"},
+                "checkpointer": {
+                    "ttl": {
+                        "strategy": "delete",
+                        "default_ttl": 60,
+                        "sweep_interval_minutes": 0.005,
+                    }
+                },
+            }
+        )
+    )
+    app = create_app(Settings(database_url=db_url, config_file=config, workers=0))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            old = (await client.post("/threads", json={})).json()["thread_id"]
+            fresh = (await client.post("/threads", json={})).json()["thread_id"]
+            async with engine.begin() as conn:  # idle for two hours
+                await conn.execute(
+                    update(threads)
+                    .where(threads.c.thread_id == old)
+                    .values(updated_at=utcnow() - timedelta(hours=2), expires_at=None)
+                )
+            for _ in range(100):
+                if (await client.get(f"/threads/{old}")).status_code == 404:
+                    break
+                await asyncio.sleep(0.1)
+            assert (await client.get(f"/threads/{old}")).status_code == 404
+            assert (await client.get(f"/threads/{fresh}")).status_code == 200
+            names = {task.get_name() for task in app.state.graphkeep.background}
+        assert {"gk-retention-threads", "gk-retention-run-events", "gk-retention-store"} <= names
