@@ -327,7 +327,12 @@ async def test_the_server_sweeps_by_itself_per_langgraph_json(
                 await conn.execute(
                     update(threads)
                     .where(threads.c.thread_id == old)
-                    .values(updated_at=utcnow() - timedelta(hours=2), expires_at=None)
+                    .values(
+                        updated_at=utcnow() - timedelta(hours=2),
+                        ttl_minutes=None,  # as if not stamped yet (a sweep may have run)
+                        ttl_strategy=None,
+                        expires_at=None,
+                    )
                 )
             for _ in range(100):
                 if (await client.get(f"/threads/{old}")).status_code == 404:
