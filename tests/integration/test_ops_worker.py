@@ -22,7 +22,7 @@ def _free_port() -> int:
 def test_worker_serves_metrics_and_exits_on_sigterm(tmp_path: Path) -> None:
     port = _free_port()
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")},
         "GRAPHKEEP_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'gk.db'}",
         "GRAPHKEEP_WORKER_METRICS_PORT": str(port),
         "GRAPHKEEP_LOG_FORMAT": "json",
