@@ -86,6 +86,9 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(
         60.0, gt=0, description="How often retention and TTL sweepers run."
     )
+    store_max_value_bytes: int = Field(
+        1024 * 1024, ge=1024, description="Largest Store item value (JSON bytes); above it: 413."
+    )
     worker_metrics_port: int | None = Field(
         None,
         ge=0,

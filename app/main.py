@@ -26,6 +26,7 @@ from app.ops.retention import build_sweepers
 from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
+from app.store.validation import DEFAULT_MAX_VALUE_BYTES
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -45,7 +46,9 @@ async def _attach_graphs(state: AppState) -> None:
     state.graphs = await load_registry(state.settings.config_file)
 
 
-def _build_store(engine: AsyncEngine, config: ServerConfig) -> SQLStore:
+def _build_store(
+    engine: AsyncEngine, config: ServerConfig, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+) -> SQLStore:
     """The Store with langgraph.json's `store.index` / `store.ttl` (a bad one stops start-up)."""
     index = config.store_index
     ttl = config.store_ttl
@@ -53,12 +56,18 @@ def _build_store(engine: AsyncEngine, config: ServerConfig) -> SQLStore:
         engine,
         index=parse_index_config(index, base_dir=config.base_dir) if index else None,
         ttl=parse_ttl_config(ttl) if ttl else None,
+        max_value_bytes=max_value_bytes,
     )
 
 
 async def _attach_store(state: AppState) -> None:
     # Off the loop: an `embed` given as a file path is imported here.
-    state.store = await asyncio.to_thread(_build_store, state.engine, state.graphs.config)
+    state.store = await asyncio.to_thread(
+        _build_store,
+        state.engine,
+        state.graphs.config,
+        state.settings.store_max_value_bytes,
+    )
 
 
 async def _ensure_system_assistants(state: AppState) -> None:
