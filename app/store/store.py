@@ -1,9 +1,10 @@
 """SQLStore: langgraph's `BaseStore` on SQLAlchemy async Core (PostgreSQL and SQLite).
 
-One `abatch` call is one transaction. All ops are validated first (bad input changes
-nothing), embeddings are computed before the transaction opens, then reads run (gets in one
-query, one query per search and per namespace listing), then TTL refreshes (one statement),
-then writes (one upsert, one delete, vector replacement). As in langgraph's own stores, the
+One `abatch` call: all ops are validated first (bad input changes nothing), embeddings are
+computed before the database is touched, then reads run (gets in one query, one query per
+search and per namespace listing), then TTL refreshes (one statement), then writes (one
+upsert, one delete, vector replacement), in one transaction whenever there is more than one
+write statement (a single statement is atomic by itself). As in langgraph's own stores, the
 reads of a batch see the store as it was before the batch's writes; of several puts to one
 key in a batch the last wins.
 
@@ -38,7 +39,6 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
-from sqlalchemy import Executable
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -46,7 +46,6 @@ from app import metrics
 from app.db import migrate
 from app.db.dialect import single_statement_autocommit
 from app.db.engine import create_engine
-from app.db.tables import store_vectors
 from app.db.types import utcnow
 from app.errors import InvalidInput
 from app.store import queries
@@ -60,9 +59,9 @@ from app.store.validation import (
     validate_op,
 )
 from app.store.vectors import cosine_scores, embed_fields, texts_to_embed
+from app.store.writes import write_statements
 
 Clock = Callable[[], datetime]
-_CHUNK = 500  # rows per multi-row INSERT: well under both dialects' parameter limits
 
 
 @dataclass
@@ -267,7 +266,9 @@ class SQLStore(BaseStore):
         query_vectors = await self._embed_queries([op for _, op in searches])
         put_vectors = await self._embed_puts(puts)
         now = shared.clock()
-        writes = self._write_statements(puts, put_vectors, now)
+        writes = write_statements(
+            shared.engine.dialect, self.tenant_id, shared.index, puts, put_vectors, now
+        )
         # PostgreSQL: one statement is atomic by itself, so a batch with at most one write
         # skips the BEGIN / COMMIT round trips (reads see per-statement snapshots under READ
         # COMMITTED either way). SQLite always takes the engine's BEGIN IMMEDIATE.
@@ -395,60 +396,6 @@ class SQLStore(BaseStore):
         return namespaces[op.offset : op.offset + op.limit]
 
     # ------------------------------------------------------------------ writes
-
-    def _write_statements(
-        self,
-        puts: dict[tuple[str, str], PutOp],
-        put_vectors: dict[tuple[str, str], list[tuple[str, bytes]]],
-        now: datetime,
-    ) -> list[tuple[Executable, list[dict[str, Any]] | None]]:
-        """Every statement (with executemany rows, if any) that applies the batch's puts."""
-        tenant, index = self.tenant_id, self._shared.index
-        dialect = self._shared.engine.dialect
-        removed = [ident for ident, op in puts.items() if op.value is None]
-        rows: list[dict[str, Any]] = []
-        for (prefix, key), op in puts.items():
-            if op.value is None:
-                continue
-            ttl = op.ttl
-            rows.append(
-                {
-                    "tenant_id": tenant,
-                    "prefix": prefix,
-                    "key": key,
-                    "value": dict(op.value),
-                    "created_at": now,
-                    "updated_at": now,
-                    "expires_at": now + timedelta(minutes=ttl) if ttl is not None else None,
-                    "ttl_minutes": float(ttl) if ttl is not None else None,
-                    "index_fields": [] if op.index is False else op.index,
-                }
-            )
-        statements: list[tuple[Executable, list[dict[str, Any]] | None]] = []
-        stale = list(puts) if index is not None else removed
-        for start in range(0, len(stale), _CHUNK):
-            statements.append((queries.delete_vectors(tenant, stale[start : start + _CHUNK]), None))
-        for start in range(0, len(removed), _CHUNK):
-            statements.append((queries.delete_items(tenant, removed[start : start + _CHUNK]), None))
-        for start in range(0, len(rows), _CHUNK):
-            statements.append((queries.upsert_items(dialect), rows[start : start + _CHUNK]))
-        vector_rows = [
-            {
-                "tenant_id": tenant,
-                "prefix": prefix,
-                "key": key,
-                "field_name": field_name,
-                "model": index.model_id if index else "",
-                "dims": index.dims if index else 0,
-                "embedding": blob,
-                "created_at": now,
-            }
-            for (prefix, key), pairs in put_vectors.items()
-            for field_name, blob in pairs
-        ]
-        for start in range(0, len(vector_rows), _CHUNK):
-            statements.append((store_vectors.insert(), vector_rows[start : start + _CHUNK]))
-        return statements
 
     # ------------------------------------------------------------------ embeddings
 

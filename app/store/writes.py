@@ -1,0 +1,76 @@
+"""The write statements of one Store batch (pure: built here, executed by store.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from langgraph.store.base import PutOp
+from sqlalchemy import Executable
+from sqlalchemy.engine import Dialect
+
+from app.db.tables import store_vectors
+from app.store import queries
+from app.store.config import StoreIndex
+
+_CHUNK = 500  # rows per statement: well under both dialects' parameter limits
+
+
+def write_statements(
+    dialect: Dialect,
+    tenant: str,
+    index: StoreIndex | None,
+    puts: dict[tuple[str, str], PutOp],
+    put_vectors: dict[tuple[str, str], list[tuple[str, bytes]]],
+    now: datetime,
+) -> list[tuple[Executable, list[dict[str, Any]] | None]]:
+    """Every statement (with executemany rows, if any) that applies a batch's puts.
+
+    Deletes first (vectors of every rewritten item when there is an index, items whose
+    value is None), then the upsert, then the new vectors; chunked below both dialects'
+    parameter limits.
+    """
+    removed = [ident for ident, op in puts.items() if op.value is None]
+    rows: list[dict[str, Any]] = []
+    for (prefix, key), op in puts.items():
+        if op.value is None:
+            continue
+        ttl = op.ttl
+        rows.append(
+            {
+                "tenant_id": tenant,
+                "prefix": prefix,
+                "key": key,
+                "value": dict(op.value),
+                "created_at": now,
+                "updated_at": now,
+                "expires_at": now + timedelta(minutes=ttl) if ttl is not None else None,
+                "ttl_minutes": float(ttl) if ttl is not None else None,
+                "index_fields": [] if op.index is False else op.index,
+            }
+        )
+    statements: list[tuple[Executable, list[dict[str, Any]] | None]] = []
+    stale = list(puts) if index is not None else removed
+    for start in range(0, len(stale), _CHUNK):
+        statements.append((queries.delete_vectors(tenant, stale[start : start + _CHUNK]), None))
+    for start in range(0, len(removed), _CHUNK):
+        statements.append((queries.delete_items(tenant, removed[start : start + _CHUNK]), None))
+    for start in range(0, len(rows), _CHUNK):
+        statements.append((queries.upsert_items(dialect), rows[start : start + _CHUNK]))
+    vector_rows = [
+        {
+            "tenant_id": tenant,
+            "prefix": prefix,
+            "key": key,
+            "field_name": field_name,
+            "model": index.model_id if index else "",
+            "dims": index.dims if index else 0,
+            "embedding": blob,
+            "created_at": now,
+        }
+        for (prefix, key), pairs in put_vectors.items()
+        for field_name, blob in pairs
+    ]
+    for start in range(0, len(vector_rows), _CHUNK):
+        statements.append((store_vectors.insert(), vector_rows[start : start + _CHUNK]))
+    return statements
