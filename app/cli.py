@@ -71,6 +71,7 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
             port=settings.port,
             log_level=settings.log_level.lower(),
             log_config=None,  # app.logging.configure (in main) formats uvicorn's records too
+            access_log=False,  # graphkeep.access logs each request with its ids instead
             timeout_graceful_shutdown=int(settings.drain_timeout_seconds) + 5,
         )
     except SchemaBehind as exc:

@@ -6,6 +6,7 @@ wrapped, never buffered, and an SSE stream is timed until its last chunk.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -16,6 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import metrics
 from app.api.auth import PRINCIPAL_SCOPE_KEY
 from app.logging import lazy_ids_var, log_context
+
+access_log = logging.getLogger("graphkeep.access")
 
 _KNOWN_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # Requests no route matched share one label: raw paths would let clients mint series.
@@ -56,8 +59,13 @@ class RequestContextMiddleware:
         thread = _THREAD_IN_PATH.search(path)
         run = _RUN_IN_PATH.search(path)
 
+        started = time.perf_counter()
+        status = 500  # unless a response starts: the app raised
+
         async def send_with_id(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = int(message["status"])
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode("latin-1")))
                 message = {**message, "headers": headers}
@@ -77,7 +85,21 @@ class RequestContextMiddleware:
                 thread_id=thread.group(1) if thread else None,
                 run_id=run.group(1) if run else None,
             ):
-                await self.app(scope, receive, send_with_id)
+                try:
+                    await self.app(scope, receive, send_with_id)
+                finally:
+                    # One structured access line per request, with the ids above (replaces
+                    # uvicorn's access log, which runs outside this context).
+                    access_log.info(
+                        "request",
+                        extra={
+                            "method": scope.get("method"),
+                            "path": path,
+                            "route": _route_template(scope),
+                            "status": status,
+                            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                        },
+                    )
         finally:
             lazy_ids_var.reset(lazy_token)
 

@@ -137,3 +137,23 @@ async def test_task_started_with_context_with_logs_its_run(
     outside = next(line for line in lines if line["message"] == "outside run task")
     assert (inside["run_id"], inside["thread_id"], inside["tenant_id"]) == ("r-7", "t-7", "acme")
     assert "run_id" not in outside
+
+
+async def test_each_request_gets_one_structured_access_line(
+    client: httpx.AsyncClient, json_logs: pytest.CaptureFixture[str]
+) -> None:
+    thread_id = str(uuid.uuid4())
+    r = await client.get(f"/threads/{thread_id}", headers={"X-Request-ID": "req-404"})
+    assert r.status_code == 404
+    access = [
+        line
+        for line in _lines(json_logs.readouterr().err)
+        if line["logger"] == "graphkeep.access" and line.get("request_id") == "req-404"
+    ]
+    assert len(access) == 1
+    line = access[0]
+    assert line["message"] == "request"
+    assert (line["method"], line["status"]) == ("GET", 404)
+    assert line["route"] == "/threads/{thread_id}"
+    assert line["thread_id"] == thread_id and line["tenant_id"] == "default"
+    assert isinstance(line["duration_ms"], float | int)
