@@ -8,6 +8,7 @@ Prints medians and the ratio instrumented / bare.
 
     PYTHONPATH=. python bench/ops_overhead.py                       # temp SQLite file
     PYTHONPATH=. python bench/ops_overhead.py --calls 2000 --database-url postgresql+asyncpg://...
+    PYTHONPATH=. python bench/ops_overhead.py --json-logs 2>/dev/null   # production logging
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from fastapi import FastAPI
 from app import metrics
 from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
 from app.config import Settings
+from app.logging import configure as configure_logging
 from app.main import create_app
 
 
@@ -85,7 +87,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument(
+        "--json-logs", action="store_true", help="log at INFO as JSON (production); stderr"
+    )
     args = parser.parse_args()
+    if args.json_logs:
+        configure_logging(Settings(log_format="json", log_level="INFO"))
     with tempfile.TemporaryDirectory() as tmp:
         url = args.database_url or f"sqlite+aiosqlite:///{Path(tmp) / 'bench.db'}"
         asyncio.run(main(args.calls, url))
