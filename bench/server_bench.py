@@ -234,6 +234,8 @@ async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = clean_env(
         GRAPHKEEP_DATABASE_URL=db_url,
         GRAPHKEEP_WORKERS=str(args.workers),
+        GRAPHKEEP_DB_POOL_SIZE=str(max(10, args.workers)),
+        GRAPHKEEP_DB_MAX_OVERFLOW=str(max(10, args.workers)),
         GRAPHKEEP_LOG_LEVEL="WARNING",
     )
     try:
@@ -275,38 +277,35 @@ def save(out: Path, results: dict[str, Any]) -> None:
 
 def report(results: dict[str, dict[str, Any]]) -> str:
     gk, off = results.get("graphkeep_pg", {}), results.get("langgraph_dev", {})
-    lines = [f"{'measure':<26}{'graphkeep (PG)':>22}{'langgraph dev':>22}"]
+    lines = [f"{'measure':<34}{'graphkeep (PG)':>26}  {'langgraph dev':>26}"]
 
     def cell(d: dict[str, Any] | None, keys: tuple[str, ...]) -> str:
         if not d:
             return "-"
         return " / ".join(f"{d[k]}" for k in keys)
 
-    for c in CONCURRENCY:
-        key = f"wait_c{c}"
-        keys = ("p50_ms", "p95_ms", "runs_per_s")
-        lines.append(
-            f"{'wait c=' + str(c) + ' p50/p95/rps':<26}"
-            f"{cell(gk.get(key), keys):>22}{cell(off.get(key), keys):>22}"
-        )
-    for key in ("stream_first_event", "stream_last_event"):
-        keys = ("p50_ms", "p95_ms")
-        lines.append(
-            f"{key + ' p50/p95':<26}{cell(gk.get(key), keys):>22}{cell(off.get(key), keys):>22}"
-        )
-    keys = ("first20_p50_ms", "last20_p50_ms", "ratio")
-    lines.append(
-        f"{'one thread first/last/ratio':<26}"
-        f"{cell(gk.get('one_thread_200'), keys):>22}"
-        f"{cell(off.get('one_thread_200'), keys):>22}"
-    )
+    rows: list[tuple[str, str, tuple[str, ...]]] = [
+        (f"wait c={c} p50 ms / p95 ms / runs/s", f"wait_c{c}", ("p50_ms", "p95_ms", "runs_per_s"))
+        for c in CONCURRENCY
+    ]
+    rows += [
+        ("stream first event p50 / p95 ms", "stream_first_event", ("p50_ms", "p95_ms")),
+        ("stream last event p50 / p95 ms", "stream_last_event", ("p50_ms", "p95_ms")),
+        (
+            "one thread first20 / last20 / ratio",
+            "one_thread_200",
+            ("first20_p50_ms", "last20_p50_ms", "ratio"),
+        ),
+    ]
+    for label, key, keys in rows:
+        lines.append(f"{label:<34}{cell(gk.get(key), keys):>26}  {cell(off.get(key), keys):>26}")
     return "\n".join(lines)
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="runs per concurrency level")
-    parser.add_argument("--workers", type=int, default=8, help="graphkeep in-process workers")
+    parser.add_argument("--workers", type=int, default=32, help="graphkeep in-process workers")
     parser.add_argument("--quick", action="store_true", help="60 runs per level")
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
