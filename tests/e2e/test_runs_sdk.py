@@ -273,3 +273,18 @@ async def test_list_get_delete_runs(live: Live) -> None:
     with pytest.raises(NotFoundError):
         await client.runs.get(tid, ids[0])
     assert len(await client.runs.list(tid)) == 2
+
+
+async def test_interrupt_after_all_nodes(live: Live) -> None:
+    client = get_client(url=live.url)
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "steps", input={"tag": tag()}, interrupt_after="*")
+    state = await client.threads.get_state(tid)
+    assert state["next"] == ["b"] and state["values"]["trail"] == ["a"]
+    await client.runs.wait(tid, "steps", input=None, interrupt_after=["b"])
+    state = await client.threads.get_state(tid)
+    assert state["next"] == ["c"] and state["values"]["trail"] == ["a", "b"]
+    assert (await client.threads.get(tid))["status"] == "interrupted"
+    out = await client.runs.wait(tid, "steps", input=None)
+    assert out["trail"] == ["a", "b", "c"]
