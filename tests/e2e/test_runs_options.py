@@ -287,3 +287,13 @@ async def test_durability_modes(live: Live) -> None:
             )
         ).json()
         assert run["kwargs"]["durability"] == "exit"
+
+
+async def test_graph_uses_the_tenant_scoped_store(live: Live) -> None:
+    client = get_client(url=live.url)
+    thread = await client.threads.create()
+    key = uuid.uuid4().hex[:8]
+    out = await client.runs.wait(thread["thread_id"], "remember", input={"key": key, "text": "hi"})
+    assert out["count"] >= 1
+    item = await client.store.get_item(["memories", "anonymous"], key)
+    assert item is not None and item["value"] == {"text": "hi"}

@@ -247,3 +247,23 @@ _fan.add_edge(START, "fast")
 _fan.add_edge(START, "slow")
 _fan.add_edge(["fast", "slow"], "join")
 fan = _fan.compile(name="fan")
+
+
+class MemoryState(TypedDict, total=False):
+    key: str
+    text: str
+    count: int
+
+
+async def _remember(state: MemoryState, config: RunnableConfig, runtime: Runtime[Any]) -> Any:
+    assert runtime.store is not None
+    user = config["configurable"]["langgraph_auth_user_id"]
+    await runtime.store.aput(("memories", user), state["key"], {"text": state.get("text", "")})
+    found = await runtime.store.asearch(("memories", user))
+    return {"count": len(found)}
+
+
+_remember_builder = StateGraph(MemoryState)
+_remember_builder.add_node("remember", _remember)
+_remember_builder.add_edge(START, "remember")
+remember = _remember_builder.compile(name="remember")
