@@ -24,6 +24,7 @@ from app.config import Settings
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "graphkeep.json"
 PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 RATE = "$__rate_interval"  # Grafana's variable; any duration for a syntax check
@@ -194,3 +195,16 @@ def test_dockerfile_is_multi_stage_non_root_with_healthcheck() -> None:
             continue
         for source in parts[1:-1]:
             assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+
+
+def test_alert_rules_use_defined_metrics_and_parse() -> None:
+    rules = yaml.safe_load(ALERTS.read_text())["groups"][0]["rules"]
+    assert len(rules) >= 5
+    used = {name for rule in rules for name in METRIC_NAME.findall(rule["expr"])}
+    assert used and not used - metrics.exposed_names(), used - metrics.exposed_names()
+    assert "alerts.yml" in yaml.safe_load(PROMETHEUS.read_text())["rule_files"]
+    if shutil.which("promtool") or os.environ.get("CI") == "true":
+        proc = subprocess.run(
+            [promtool(), "check", "rules", str(ALERTS)], capture_output=True, timeout=60
+        )
+        assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
