@@ -4,6 +4,8 @@ Both servers serve the same echo graph (one node that returns its input) over lo
 
 - runs/wait            POST /runs/wait (stateless): p50 / p95 latency and throughput at
                        concurrency 1, 8 and 32
+- thread runs/wait     POST /threads/{t}/runs/wait, each client on its own thread (no temporary
+                       thread to create and delete per run), at concurrency 1, 8 and 32
 - stream               POST /threads/{t}/runs/stream: time to the first event and to the last
 - one thread           200 sequential runs/wait on one thread: median latency of the last 20
                        over the first 20 (must stay flat as the thread's history grows)
@@ -30,7 +32,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,7 @@ builder.add_node("echo", echo)
 builder.add_edge(START, "echo")
 graph = builder.compile()
 """
-CONCURRENCY = (1, 8, 32)
+CONCURRENCY: tuple[int, ...] = (1, 8, 32)
 
 
 def free_port() -> int:
@@ -151,18 +153,26 @@ def summary(samples_ms: list[float]) -> dict[str, float]:
 
 
 async def timed_calls(
-    call: Callable[[], Awaitable[None]], total: int, concurrency: int
+    call: Callable[[], Awaitable[None]] | None,
+    total: int,
+    concurrency: int,
+    *,
+    per_client: Callable[[], Callable[[], Awaitable[None]]] | None = None,
 ) -> dict[str, float]:
-    """`total` calls by `concurrency` concurrent clients: latency percentiles and runs/s."""
+    """`total` calls by `concurrency` concurrent clients: latency percentiles and runs/s.
+
+    `per_client` makes each client its own call (e.g. a run on the client's own thread)."""
     remaining = total
     samples: list[float] = []
 
     async def client() -> None:
         nonlocal remaining
+        own = per_client() if per_client is not None else call
+        assert own is not None
         while remaining > 0:
             remaining -= 1
             start = time.perf_counter()
-            await call()
+            await own()
             samples.append((time.perf_counter() - start) * 1000)
 
     start = time.perf_counter()
@@ -180,12 +190,35 @@ async def bench_server(url: str, *, requests: int) -> dict[str, Any]:
             r.raise_for_status()
             assert r.json() == {"text": "x"}, r.text
 
+        threads = [
+            (await http.post("/threads", json={})).json()["thread_id"]
+            for _ in range(sum(CONCURRENCY))
+        ]
+
+        def wait_on_own_thread() -> Callable[[], Awaitable[None]]:
+            tid = threads.pop()
+
+            async def call() -> None:
+                r = await http.post(
+                    f"/threads/{tid}/runs/wait",
+                    json={"assistant_id": "echo", "input": {"text": "x"}},
+                )
+                r.raise_for_status()
+                assert r.json() == {"text": "x"}, r.text
+
+            return call
+
         for _ in range(10):  # warm-up (graph import, connections)
             await wait_stateless()
         results: dict[str, Any] = {}
         for concurrency in CONCURRENCY:
             total = max(requests, concurrency * 8) if concurrency > 1 else requests
             results[f"wait_c{concurrency}"] = await timed_calls(wait_stateless, total, concurrency)
+        for concurrency in CONCURRENCY:
+            total = max(requests, concurrency * 8) if concurrency > 1 else requests
+            results[f"thread_wait_c{concurrency}"] = await timed_calls(
+                None, total, concurrency, per_client=wait_on_own_thread
+            )
 
         first_ms: list[float] = []
         last_ms: list[float] = []
@@ -250,7 +283,16 @@ async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         port = free_port()
         cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
         cmd += ["--config", str(tmp / "langgraph.json")]
-        with process(cmd, env, tmp / "graphkeep.log", ROOT) as proc:
+        with ExitStack() as stack:
+            # Optional `graphkeep worker` processes beside the API (API and workers scale
+            # apart): runs the API process has no free slot for go to them.
+            for i in range(args.extra_workers):
+                worker_cmd = [sys.executable, "-m", "app.cli", "worker"]
+                worker_cmd += ["--config", str(tmp / "langgraph.json")]
+                worker_cmd += ["--concurrency", str(args.worker_concurrency)]
+                worker_env = {**env, "GRAPHKEEP_WORKERS": str(args.worker_concurrency)}
+                stack.enter_context(process(worker_cmd, worker_env, tmp / f"worker{i}.log", ROOT))
+            proc = stack.enter_context(process(cmd, env, tmp / "graphkeep.log", ROOT))
             url = f"http://127.0.0.1:{port}"
             await wait_ready(url, proc, tmp / "graphkeep.log")
             return await bench_server(url, requests=args.requests)
@@ -289,6 +331,14 @@ def report(results: dict[str, dict[str, Any]]) -> str:
         for c in CONCURRENCY
     ]
     rows += [
+        (
+            f"thread wait c={c} p50 / p95 / runs/s",
+            f"thread_wait_c{c}",
+            ("p50_ms", "p95_ms", "runs_per_s"),
+        )
+        for c in CONCURRENCY
+    ]
+    rows += [
         ("stream first event p50 / p95 ms", "stream_first_event", ("p50_ms", "p95_ms")),
         ("stream last event p50 / p95 ms", "stream_last_event", ("p50_ms", "p95_ms")),
         (
@@ -306,10 +356,17 @@ async def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="runs per concurrency level")
     parser.add_argument("--workers", type=int, default=32, help="graphkeep in-process workers")
+    parser.add_argument(
+        "--extra-workers", type=int, default=0, help="`graphkeep worker` processes to add"
+    )
+    parser.add_argument("--worker-concurrency", type=int, default=32)
     parser.add_argument("--quick", action="store_true", help="60 runs per level")
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
+    parser.add_argument("--levels", default="1,8,32", help="concurrency levels, comma-separated")
     args = parser.parse_args()
+    global CONCURRENCY
+    CONCURRENCY = tuple(int(x) for x in args.levels.split(","))
     if args.quick:
         args.requests = 60
     tmp = Path(tempfile.mkdtemp(prefix="gk_server_bench_"))

@@ -41,6 +41,15 @@ async def start_slow(client: Any, thread_id: str, t: str, **kwargs: Any) -> dict
     return run  # type: ignore[no-any-return]
 
 
+async def a_done(live: Live, t: str) -> None:
+    """Node "a" of the slow run finished (and its checkpoint is written); "b" is sleeping."""
+    deadline = time.monotonic() + 15
+    while live.records(t) != ["a"]:
+        assert time.monotonic() < deadline, live.records(t)
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+
+
 async def run_ids_in_history(client: Any, thread_id: str) -> set[str]:
     history = await client.threads.get_history(thread_id, limit=100)
     return {h["metadata"].get("run_id") for h in history}
@@ -76,7 +85,7 @@ async def test_interrupt_strategy_keeps_progress(live: Live) -> None:
     tid = (await client.threads.create())["thread_id"]
     t = tag()
     first = await start_slow(client, tid, t)
-    await asyncio.sleep(0.3)  # "a" is checkpointed, "b" is sleeping
+    await a_done(live, t)
     second = await client.runs.create(
         tid, "echo", input={"text": "new"}, multitask_strategy="interrupt"
     )
@@ -91,8 +100,9 @@ async def test_rollback_strategy_deletes_run_and_checkpoints(live: Live) -> None
     tid = (await client.threads.create())["thread_id"]
     await client.runs.wait(tid, "steps", input={"tag": tag()})
     before = await client.threads.get_state(tid)
-    first = await start_slow(client, tid, tag())
-    await asyncio.sleep(0.3)
+    t = tag()
+    first = await start_slow(client, tid, t)
+    await a_done(live, t)
     second = await client.runs.create(tid, "steps", input=None, multitask_strategy="rollback")
     await client.runs.join(tid, second["run_id"])
     with pytest.raises(NotFoundError):
@@ -107,7 +117,7 @@ async def test_cancel_interrupt_with_wait(live: Live) -> None:
     tid = (await client.threads.create())["thread_id"]
     t = tag()
     run = await start_slow(client, tid, t)
-    await asyncio.sleep(0.3)
+    await a_done(live, t)
     out = await client.runs.cancel(tid, run["run_id"], wait=True)
     assert out["trail"] == ["a"]
     assert (await client.runs.get(tid, run["run_id"]))["status"] == "interrupted"
@@ -122,8 +132,9 @@ async def test_cancel_interrupt_with_wait(live: Live) -> None:
 async def test_cancel_rollback_without_wait(live: Live) -> None:
     client = get_client(url=live.url)
     tid = (await client.threads.create())["thread_id"]
-    run = await start_slow(client, tid, tag())
-    await asyncio.sleep(0.3)
+    t = tag()
+    run = await start_slow(client, tid, t)
+    await a_done(live, t)
     async with httpx.AsyncClient(base_url=live.url) as http:
         r = await http.post(f"/threads/{tid}/runs/{run['run_id']}/cancel?action=rollback&wait=0")
         assert r.status_code == 202 and r.content == b""
