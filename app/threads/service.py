@@ -7,6 +7,7 @@ tenant's view of the saver (`saver.for_tenant`).
 from __future__ import annotations
 
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
+from app.db.dialect import autocommit_read_options, single_statement_autocommit
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import runs, threads
 from app.db.types import utcnow
@@ -54,8 +56,23 @@ def new_thread_id() -> str:
     return str(uuid7())
 
 
+_READERS: weakref.WeakKeyDictionary[AsyncEngine, AsyncEngine] = weakref.WeakKeyDictionary()
+
+
+def reader(engine: AsyncEngine) -> AsyncEngine:
+    """`engine` for single-statement reads and writes: on PostgreSQL autocommit (no BEGIN /
+    ROLLBACK round trips around one SELECT), on SQLite no BEGIN IMMEDIATE write lock.
+    Cached: building the option engine costs about as much as a small query's Python side."""
+    found = _READERS.get(engine)
+    if found is None:
+        found = _READERS[engine] = engine.execution_options(
+            **autocommit_read_options(engine.dialect)
+        )
+    return found
+
+
 async def find_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str) -> Thread | None:
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
     return q.row_to_thread(row) if row is not None else None
 
@@ -65,7 +82,7 @@ async def get_thread(
 ) -> Thread:
     """The thread, or 404 (also for another tenant's thread)."""
     thread_id = parse_thread_id(thread_id)
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
     if row is None:
         raise NotFound(f"Thread '{thread_id}' not found")
@@ -73,12 +90,17 @@ async def get_thread(
 
 
 async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCreate) -> Thread:
+    generated = not body.thread_id
     thread_id = parse_thread_id(body.thread_id) if body.thread_id else new_thread_id()
     now = utcnow()
     existing = None
+    # A fresh UUIDv7 cannot exist yet: no lookup, and on PostgreSQL the INSERT alone is the
+    # transaction (one round trip instead of BEGIN, SELECT, INSERT, COMMIT).
+    one_statement = generated and single_statement_autocommit(engine.dialect)
     try:
-        async with engine.begin() as conn:
-            existing = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+        async with (reader(engine) if one_statement else engine).begin() as conn:
+            if not generated:
+                existing = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
             if existing is None:
                 await q.insert_thread(
                     conn,
