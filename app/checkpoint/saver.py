@@ -34,6 +34,7 @@ from app.checkpoint import codec, delta, maintenance, queries
 from app.checkpoint.bridge import SyncBridge
 from app.checkpoint.codec import check_text
 from app.checkpoint.errors import InvalidCheckpointInput
+from app.checkpoint.pg_direct import DirectExecutor
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import autocommit_read_options, single_statement_autocommit
@@ -69,6 +70,12 @@ class SQLSaver(SyncBridge):
         )
         self._blob_insert = queries.upsert_blobs(engine.dialect)
         self._writes_insert = queries.insert_writes(engine.dialect)
+        # PostgreSQL: the two hot writes skip SQLAlchemy's per-execute work (pg_direct.py).
+        self._direct: DirectExecutor | None = None
+        if self._one_statement:
+            self._direct = DirectExecutor(self._autocommit)
+            self._direct_put = self._direct.prepare(self._put_with_blobs)
+            self._direct_writes = self._direct.prepare(self._writes_insert)
         self._history_statements: dict[tuple[int, bool], Any] = {}
         self._list_page = queries.select_page(engine.dialect)
         self._get_by_id = queries.select_tuple(engine.dialect, by_id=True)
@@ -127,9 +134,12 @@ class SQLSaver(SyncBridge):
 
     # ----------------------------------------------------------------- connections
 
-    def _reader(self) -> AbstractAsyncContextManager[AsyncConnection]:
+    def _ensure_loop(self) -> None:
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
+
+    def _reader(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        self._ensure_loop()
         return self._autocommit.connect()
 
     def _writer(self) -> AbstractAsyncContextManager[AsyncConnection]:
@@ -181,11 +191,11 @@ class SQLSaver(SyncBridge):
             {**key, "channel": channel, "version": version, "type": t, "blob": data}
             for channel, (version, (t, data)) in blobs.items()
         ]
-        if self._one_statement:
-            async with self._reader() as conn:
-                await conn.execute(
-                    self._put_with_blobs, {**row, **queries.blob_params(key, blob_rows)}
-                )
+        if self._direct is not None:
+            self._ensure_loop()
+            await self._direct.execute(
+                self._direct_put, {**row, **queries.blob_params(key, blob_rows)}
+            )
         else:
             async with self._writer() as conn:
                 if blob_rows:
@@ -225,9 +235,9 @@ class SQLSaver(SyncBridge):
         )
         if not rows:
             return
-        if self._one_statement:
-            async with self._reader() as conn:
-                await conn.execute(self._writes_insert, rows)
+        if self._direct is not None:
+            self._ensure_loop()
+            await self._direct.execute_many(self._direct_writes, rows)
         else:
             async with self._writer() as conn:
                 await conn.execute(self._writes_insert, rows)
