@@ -73,7 +73,8 @@ def _default(obj: Any) -> Any:
 
 def interrupt_json(interrupt: Interrupt) -> dict[str, Any]:
     """`{"id", "value"}` plus `response_schema` when set: RemoteGraph rebuilds Interrupt(**it)."""
-    result: dict[str, Any] = {"id": interrupt.id, "value": interrupt.value}
+    # Field order of langgraph's Interrupt dataclass, as the official server writes it.
+    result: dict[str, Any] = {"value": interrupt.value, "id": interrupt.id}
     schema = getattr(interrupt, "response_schema", None)
     if schema is not None:
         result["response_schema"] = schema

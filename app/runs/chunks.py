@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, BaseMessageChunk, message_chunk_to_message
 from langgraph.types import Command, Send
 
-from app.runs.serialize import dumps
+from app.graphs.jsonable import dumps
 
 # v1 stream modes accepted on run endpoints; `tools` / `lifecycle` are v2-only (422).
 STREAM_MODES = frozenset(

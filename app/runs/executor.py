@@ -25,11 +25,11 @@ from app import metrics
 from app.auth.identity import restore_auth_user
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
+from app.graphs.jsonable import dumps, error_payload, to_jsonable
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.events import EventHub, RunPublisher
 from app.runs.queue import ClaimedRun, release
 from app.runs.schemas import run_json
-from app.runs.serialize import dumps, error_payload, to_jsonable
 from app.threads import run_status
 
 log = logging.getLogger(__name__)

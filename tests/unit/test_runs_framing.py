@@ -7,9 +7,9 @@ from langgraph.types import Command, Interrupt, Send
 
 from app.api.sse import format_event, parse_last_event_id
 from app.errors import ValidationFailed
+from app.graphs.jsonable import dumps
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes
 from app.runs.prepare import forwarded_headers
-from app.runs.serialize import dumps
 
 
 def test_sse_event_framing() -> None:
