@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from tests.e2e.runs_server import free_port, wait_for_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["ROOT", "clean_env", "free_port", "graphkeep", "serve"]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -63,18 +57,7 @@ def serve(db_url: str, log: Path, *args: str, workers: int = 1) -> Iterator[str]
         )
     url = f"http://127.0.0.1:{port}"  # --host defaults to 127.0.0.1
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"graphkeep serve exited:\n{log.read_text()}")
-            try:
-                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"graphkeep serve did not start:\n{log.read_text()}")
-            time.sleep(0.1)
+        wait_for_ok(proc, f"{url}/ok", lambda: log.read_text(errors="replace"))
         yield url
     finally:
         if proc.poll() is None:

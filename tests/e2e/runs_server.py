@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,6 +40,24 @@ def _env(db_url: str, record_file: Path | None, extra: dict[str, str] | None) ->
         env["GK_TEST_RECORD_FILE"] = str(record_file)
     env.update(extra or {})
     return env
+
+
+def wait_for_ok(
+    popen: subprocess.Popen[bytes], ok_url: str, output: Callable[[], str], timeout: float = 60
+) -> None:
+    """Poll `ok_url` until it answers 200; fail with the process output if it dies or stalls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if popen.poll() is not None:
+            raise RuntimeError(f"server exited early:\n{output()}")
+        try:
+            if httpx.get(ok_url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"server did not start:\n{output()}")
+        time.sleep(0.1)
 
 
 class Proc:
@@ -94,18 +112,7 @@ def serve(
     popen = _start(["serve", "--host", "127.0.0.1", "--port", str(port)], full_env, log)
     proc = Proc(popen, f"http://127.0.0.1:{port}", log)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if popen.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{proc.output()}")
-            try:
-                if httpx.get(f"{proc.url}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"server did not start:\n{proc.output()}")
-            time.sleep(0.1)
+        wait_for_ok(popen, f"{proc.url}/ok", proc.output)
         yield proc
     finally:
         proc.kill()
