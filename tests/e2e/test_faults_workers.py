@@ -121,8 +121,9 @@ async def test_sigkill_mid_run_resumes_elsewhere_without_rerunning(cluster: Clus
         cluster.workers.remove(victim)
         await _worker_pid(cluster.db_url, run["run_id"], not_pid=pid)
         recovered_in = time.monotonic() - killed_at
-        # Claimed again within one lease (+ the 1 s fallback poll, + slack for a loaded CI box).
-        assert recovered_in < float(LEASE) + 1.0 + 2.0, recovered_in
+        # Claimed again within one lease (+ the 1 s fallback poll, + slack for a loaded 2-core
+        # box: a full parallel suite pushed this to ~6.7 s once).
+        assert recovered_in < float(LEASE) + 1.0 + 4.0, recovered_in
         cluster.add_worker()  # keep two alive for the next round
         out = await client.runs.join(tid, run["run_id"])
         assert sorted(out["done"]) == ["fast", "join", "slow"], out
@@ -192,5 +193,6 @@ async def test_stream_on_api_process_for_run_in_worker_process(cluster: Cluster)
     await asyncio.sleep(0.3)
     started = time.monotonic()
     await client.runs.cancel(tid, run["run_id"], wait=True)
-    assert time.monotonic() - started < 2.0
+    # NOTIFY reaches the worker at once; far below the 5 s the run would still sleep.
+    assert time.monotonic() - started < 4.0
     assert (await client.runs.get(tid, run["run_id"]))["status"] == "interrupted"
