@@ -5,6 +5,8 @@ saver-wide lock, so concurrent threads scale with the pool. On PostgreSQL a put 
 statement (the new channel blobs ride in a CTE) run in autocommit; reads skip BEGIN/ROLLBACK.
 Get is a primary-key probe (or the first row of a backward index scan for "latest") plus one
 statement fetching exactly the blobs that checkpoint references and its pending writes.
+Put, put_writes and get run pre-compiled on the pooled driver connection (direct.py): one
+round trip on PostgreSQL, one worker-thread hop on SQLite.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from app import metrics
 from app.checkpoint import codec, delta, maintenance, queries
 from app.checkpoint.bridge import SyncBridge
 from app.checkpoint.codec import check_text
+from app.checkpoint.direct import DirectExecutor
 from app.checkpoint.errors import InvalidCheckpointInput
-from app.checkpoint.pg_direct import DirectExecutor
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import autocommit_read_options, single_statement_autocommit
@@ -64,22 +66,18 @@ class SQLSaver(SyncBridge):
         # Reads (and PostgreSQL's single-statement writes) skip BEGIN/COMMIT round trips and,
         # on SQLite, the write lock.
         self._autocommit = engine.execution_options(**autocommit_read_options(engine.dialect))
-        self._put = queries.upsert_checkpoint(engine.dialect)
-        self._put_with_blobs = queries.upsert_checkpoint(
-            engine.dialect, with_blobs=self._one_statement
-        )
-        self._blob_insert = queries.upsert_blobs(engine.dialect)
-        self._writes_insert = queries.insert_writes(engine.dialect)
-        # PostgreSQL: the two hot writes skip SQLAlchemy's per-execute work (pg_direct.py).
-        self._direct: DirectExecutor | None = None
-        if self._one_statement:
-            self._direct = DirectExecutor(self._autocommit)
-            self._direct_put = self._direct.prepare(self._put_with_blobs)
-            self._direct_writes = self._direct.prepare(self._writes_insert)
+        # put, put_writes and get skip SQLAlchemy's per-execute work (direct.py); on
+        # PostgreSQL a put's new blobs ride in the checkpoint statement
+        self._direct = DirectExecutor(self._autocommit)
+        dialect = engine.dialect
+        prepare = self._direct.prepare
+        self._put = prepare(queries.upsert_checkpoint(dialect, with_blobs=self._one_statement))
+        self._blob_insert = prepare(queries.upsert_blobs(dialect))
+        self._writes_insert = prepare(queries.insert_writes(dialect))
+        self._get_by_id = prepare(queries.select_tuple(dialect, by_id=True))
+        self._get_latest = prepare(queries.select_tuple(dialect, by_id=False))
         self._history_statements: dict[tuple[int, bool], Any] = {}
-        self._list_page = queries.select_page(engine.dialect)
-        self._get_by_id = queries.select_tuple(engine.dialect, by_id=True)
-        self._get_latest = queries.select_tuple(engine.dialect, by_id=False)
+        self._list_page = queries.select_page(dialect)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -191,16 +189,12 @@ class SQLSaver(SyncBridge):
             {**key, "channel": channel, "version": version, "type": t, "blob": data}
             for channel, (version, (t, data)) in blobs.items()
         ]
-        if self._direct is not None:
-            self._ensure_loop()
-            await self._direct.execute(
-                self._direct_put, {**row, **queries.blob_params(key, blob_rows)}
-            )
+        self._ensure_loop()
+        if self._one_statement:
+            params = {**row, **queries.blob_params(key, blob_rows)}
+            await self._direct.write((self._put, [params]))
         else:
-            async with self._writer() as conn:
-                if blob_rows:
-                    await conn.execute(self._blob_insert, blob_rows)
-                await conn.execute(self._put, row)
+            await self._direct.write((self._blob_insert, blob_rows), (self._put, [row]))
         size = len(body) + sum(len(r["blob"] or b"") for r in blob_rows)
         metrics.observe_checkpoint_put(time.perf_counter() - started, size)
         return {
@@ -235,12 +229,8 @@ class SQLSaver(SyncBridge):
         )
         if not rows:
             return
-        if self._direct is not None:
-            self._ensure_loop()
-            await self._direct.execute_many(self._direct_writes, rows)
-        else:
-            async with self._writer() as conn:
-                await conn.execute(self._writes_insert, rows)
+        self._ensure_loop()
+        await self._direct.write((self._writes_insert, rows))
         metrics.observe_checkpoint_writes(time.perf_counter() - started)
 
     # ----------------------------------------------------------------- get / list
@@ -251,9 +241,9 @@ class SQLSaver(SyncBridge):
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None:
             params["checkpoint_id"] = check_text(checkpoint_id, "checkpoint id", _CHECKPOINT_ID_MAX)
-        stmt = self._get_latest if checkpoint_id is None else self._get_by_id
-        async with self._reader() as conn:
-            rows = (await conn.execute(stmt, params)).all()
+        query = self._get_latest if checkpoint_id is None else self._get_by_id
+        self._ensure_loop()
+        rows = await self._direct.fetch(query, params)
         header = next((r for r in rows if r.kind == "h"), None)
         if header is None:
             return None
