@@ -10,7 +10,9 @@ from app.auth.principal import ANONYMOUS, Principal
 from app.state import AppState
 
 
-def get_app_state(request: Request) -> AppState:
+async def get_app_state(request: Request) -> AppState:
+    # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a thread
+    # hop on every request for one attribute read.
     state: AppState = request.app.state.graphkeep
     return state
 
