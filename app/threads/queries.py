@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, insert, select, update
+from sqlalchemy import Select, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -50,6 +50,22 @@ def ttl_columns(ttl: ThreadTTL | None, now: datetime) -> JSONObject:
         "ttl_strategy": ttl.strategy,
         "expires_at": now + timedelta(minutes=ttl.ttl),
     }
+
+
+# State and history need only whether the thread exists and which graph it has: built once,
+# and the row's `values` cache (possibly large JSON) is neither fetched nor decoded.
+_THREAD_METADATA = select(T.metadata).where(
+    T.tenant_id == bindparam("tenant_id"), T.thread_id == bindparam("thread_id")
+)
+
+
+async def find_thread_metadata(
+    conn: AsyncConnection, *, tenant_id: str, thread_id: str
+) -> JSONObject | None:
+    """The thread's metadata, or None when the tenant has no such thread."""
+    params = {"tenant_id": tenant_id, "thread_id": thread_id}
+    row = (await conn.execute(_THREAD_METADATA, params)).first()
+    return None if row is None else dict(row[0] or {})
 
 
 async def find_thread_row(

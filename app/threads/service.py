@@ -89,6 +89,18 @@ async def get_thread(
     return q.row_to_thread(row, include_ttl=include_ttl)
 
 
+async def get_thread_metadata(
+    engine: AsyncEngine, *, tenant_id: str, thread_id: str
+) -> tuple[str, JSONObject]:
+    """(canonical thread id, metadata) of the thread, or 404; reads nothing else of the row."""
+    thread_id = parse_thread_id(thread_id)
+    async with reader(engine).connect() as conn:
+        metadata = await q.find_thread_metadata(conn, tenant_id=tenant_id, thread_id=thread_id)
+    if metadata is None:
+        raise NotFound(f"Thread '{thread_id}' not found")
+    return thread_id, metadata
+
+
 async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCreate) -> Thread:
     generated = not body.thread_id
     thread_id = parse_thread_id(body.thread_id) if body.thread_id else new_thread_id()

@@ -35,6 +35,7 @@ from app.threads.service import (
     delete_thread,
     find_thread,
     get_thread,
+    get_thread_metadata,
     parse_thread_id,
 )
 
@@ -126,12 +127,12 @@ def _thread_config(thread_id: str, checkpoint: CheckpointRef | JSONObject | None
     return {"configurable": configurable}
 
 
-def _graph_id(thread: Thread, graphs: GraphRegistry) -> str | None:
-    graph_id = thread.metadata.get("graph_id")
+def _graph_id(thread_id: str, metadata: JSONObject, graphs: GraphRegistry) -> str | None:
+    graph_id = metadata.get("graph_id")
     if not isinstance(graph_id, str):
         return None
     if not graphs.has(graph_id):
-        raise NotFound(f"Graph '{graph_id}' of thread '{thread.thread_id}' not found")
+        raise NotFound(f"Graph '{graph_id}' of thread '{thread_id}' not found")
     return graph_id
 
 
@@ -151,17 +152,19 @@ async def get_state(
     subgraphs: bool = False,
 ) -> ThreadState:
     """Latest state, or the state at `checkpoint` (404 if that checkpoint does not exist)."""
-    thread = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
-    graph_id = _graph_id(thread, graphs)
+    thread_id, metadata = await get_thread_metadata(
+        engine, tenant_id=tenant_id, thread_id=thread_id
+    )
+    graph_id = _graph_id(thread_id, metadata, graphs)
     if graph_id is None:
         return empty_state()
-    config = _thread_config(thread.thread_id, checkpoint)
+    config = _thread_config(thread_id, checkpoint)
     async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
         snapshot = await graph.aget_state(config, subgraphs=subgraphs)
     state = snapshot_to_state(snapshot)
     wanted = config["configurable"].get("checkpoint_id")
     if wanted and state.checkpoint is None:
-        raise NotFound(f"Checkpoint '{wanted}' not found in thread '{thread.thread_id}'")
+        raise NotFound(f"Checkpoint '{wanted}' not found in thread '{thread_id}'")
     return state
 
 
@@ -210,17 +213,19 @@ async def get_history(
     store: Any,
 ) -> list[ThreadState]:
     """Checkpoints newest first; `[]` for a thread without a graph."""
-    thread = await get_thread(engine, tenant_id=tenant_id, thread_id=thread_id)
-    graph_id = _graph_id(thread, graphs)
+    thread_id, metadata = await get_thread_metadata(
+        engine, tenant_id=tenant_id, thread_id=thread_id
+    )
+    graph_id = _graph_id(thread_id, metadata, graphs)
     if graph_id is None:
         return []
-    config = _thread_config(thread.thread_id, body.checkpoint)
+    config = _thread_config(thread_id, body.checkpoint)
     before_id = normalize_before(body.before)
     before: RunnableConfig | None = None
     if before_id:
         before = {
             "configurable": {
-                "thread_id": thread.thread_id,
+                "thread_id": thread_id,
                 "checkpoint_ns": config["configurable"].get("checkpoint_ns", ""),
                 "checkpoint_id": before_id,
             }
@@ -306,7 +311,7 @@ async def update_state(
             raise NotFound(f"Thread '{thread_id}' not found")
         busy = await has_active_runs(conn, tenant_id=tenant_id, thread_id=thread_id)
     thread = q.row_to_thread(row)
-    graph_id = _graph_id(thread, graphs)
+    graph_id = _graph_id(thread.thread_id, thread.metadata, graphs)
     if graph_id is None:
         raise InvalidInput(
             f"Thread '{thread.thread_id}' has no graph yet: run it once, or create it with "
