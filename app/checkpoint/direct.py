@@ -27,7 +27,9 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.util import greenlet_spawn
 
 _SUPPLIED = object()  # marks a bind whose value comes with each call
 
@@ -120,37 +122,52 @@ class DirectExecutor:
         return query.rows(raw)
 
     async def _run(self, work: list[tuple[DirectStatement, list[list[Any]]]], out: Any) -> None:
-        async with self._engine.connect() as conn:
-            pooled = await conn.get_raw_connection()
-            adapter, driver = pooled.dbapi_connection, pooled.driver_connection
-            announce = self._engine.sync_engine.dispatch.before_cursor_execute
-            if announce:  # listeners (tracing, statement counting) still see every statement
+        announce = self._engine.sync_engine.dispatch.before_cursor_execute
+        if announce:  # listeners (tracing, statement counting) see every statement
+            async with self._engine.connect() as conn:
                 for statement, rows in work:
                     many = len(rows) > 1
                     announce(conn.sync_connection, None, statement.sql, rows, None, many)
-            try:
-                if self._sqlite:
-                    sql_conn = driver._conn  # type: ignore[union-attr]
-                    await driver._execute(_sqlite_unit, sql_conn, work, out)  # type: ignore[union-attr]
-                else:
-                    await _asyncpg_unit(driver, work, out)
-            except Exception as error:
-                sql = work[-1][0].sql
-                translated = _translate(adapter, error)
-                if not isinstance(translated, self._dialect.loaded_dbapi.Error):
-                    raise
-                broken = self._dialect.is_disconnect(translated, adapter, None)
-                if broken:
-                    await conn.invalidate()
-                raise DBAPIError.instance(
-                    sql,
-                    None,
-                    translated,
-                    self._dialect.loaded_dbapi.Error,
-                    hide_parameters=True,
-                    connection_invalidated=broken,
-                    dialect=self._dialect,
-                ) from error
+                await self._on(await conn.get_raw_connection(), work, out)
+            return
+        # No listeners: take the pooled DBAPI connection itself (pool events such as the idle
+        # ping still run), skipping the Connection object and its isolation-level switching;
+        # the driver connection is outside any transaction here, i.e. autocommit.
+        pooled = await self._engine.raw_connection()
+        try:
+            await self._on(pooled, work, out)
+        finally:
+            await greenlet_spawn(pooled.close)
+
+    async def _on(
+        self,
+        pooled: PoolProxiedConnection,
+        work: list[tuple[DirectStatement, list[list[Any]]]],
+        out: Any,
+    ) -> None:
+        adapter, driver = pooled.dbapi_connection, pooled.driver_connection
+        try:
+            if self._sqlite:
+                sql_conn = driver._conn  # type: ignore[union-attr]
+                await driver._execute(_sqlite_unit, sql_conn, work, out)  # type: ignore[union-attr]
+            else:
+                await _asyncpg_unit(driver, work, out)
+        except Exception as error:
+            translated = _translate(adapter, error)
+            if not isinstance(translated, self._dialect.loaded_dbapi.Error):
+                raise
+            broken = self._dialect.is_disconnect(translated, adapter, None)
+            if broken:  # never hand this connection out again
+                await greenlet_spawn(pooled.invalidate, translated)
+            raise DBAPIError.instance(
+                work[-1][0].sql,
+                None,
+                translated,
+                self._dialect.loaded_dbapi.Error,
+                hide_parameters=True,
+                connection_invalidated=broken,
+                dialect=self._dialect,
+            ) from error
 
 
 async def _asyncpg_unit(
