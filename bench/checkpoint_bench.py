@@ -64,7 +64,9 @@ async def pg_database(admin_url: str, prefix: str) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def our_saver(url: str, pool: int) -> AsyncIterator[SQLSaver]:
-    engine = create_engine(url, pool_size=pool, max_overflow=pool)
+    # at most `pool` connections, like the official saver's pool (max_size=pool): overflow
+    # connections would also be opened and closed per operation at 32 threads
+    engine = create_engine(url, pool_size=pool, max_overflow=0)
     await migrate.upgrade(engine)
     try:
         yield SQLSaver(engine)
