@@ -75,6 +75,9 @@ async def find_thread_row(
     return (await conn.execute(stmt)).first()
 
 
+_INSERT_THREAD = insert(threads)
+
+
 async def insert_thread(
     conn: AsyncConnection,
     *,
@@ -87,22 +90,23 @@ async def insert_thread(
     status: str = "idle",
     extra: JSONObject | None = None,
 ) -> None:
-    await conn.execute(
-        insert(threads).values(
-            thread_id=thread_id,
-            tenant_id=tenant_id,
-            status=status,
-            metadata=metadata,
-            config={},
-            values=values,
-            interrupts=interrupts or {},
-            error=None,
-            created_at=now,
-            updated_at=now,
-            state_updated_at=now,
-            **(extra or {}),
-        )
-    )
+    # Parameters, not .values(): the statement is not rebuilt and re-coerced per thread, and
+    # its compiled form is cached per set of columns (the TTL ones are optional).
+    params: JSONObject = {
+        "thread_id": thread_id,
+        "tenant_id": tenant_id,
+        "status": status,
+        "metadata": metadata,
+        "config": {},
+        "values": values,
+        "interrupts": interrupts or {},
+        "error": None,
+        "created_at": now,
+        "updated_at": now,
+        "state_updated_at": now,
+        **(extra or {}),
+    }
+    await conn.execute(_INSERT_THREAD, params)
 
 
 async def update_thread_row(
