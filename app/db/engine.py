@@ -105,7 +105,9 @@ def create_engine(
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            # FULL: a commit that returned survives a power loss too (NORMAL in WAL mode may
+            # roll the last commits back); nothing acknowledged may be lost.
+            cursor.execute("PRAGMA synchronous=FULL")
             cursor.close()
             # Take transaction control from the driver (SQLAlchemy's aiosqlite recipe).
             dbapi_conn.isolation_level = None
