@@ -17,6 +17,7 @@ import asyncpg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
@@ -93,12 +94,21 @@ def db_url(request: pytest.FixtureRequest) -> str:
 
 async def truncate_all(engine: AsyncEngine) -> None:
     names = [t.name for t in reversed(metadata.sorted_tables)]
-    async with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            await conn.execute(text(f"TRUNCATE {', '.join(names)} CASCADE"))
-        else:
-            for name in names:
-                await conn.execute(text(f'DELETE FROM "{name}"'))
+    for attempt in range(5):
+        try:
+            async with engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(text(f"TRUNCATE {', '.join(names)} CASCADE"))
+                else:
+                    for name in names:
+                        await conn.execute(text(f'DELETE FROM "{name}"'))
+            return
+        except DBAPIError as exc:
+            # A run a test started may still be finishing its last write; TRUNCATE's table
+            # locks can then deadlock with it. The write ends quickly: try again.
+            if "deadlock" not in str(exc) or attempt == 4:
+                raise
+            await asyncio.sleep(0.2 * (attempt + 1))
 
 
 @pytest.fixture
