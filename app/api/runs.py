@@ -186,16 +186,16 @@ async def create_thread_run(
     )
 
 
-@router.post("/threads/{thread_id}/runs/stream")
-async def stream_thread_run(
-    thread_id: str,
-    payload: RunCreate,
+async def _stream_new_run(
+    state: AppState,
+    principal: Principal,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
+    thread_id: str | None,
+    payload: RunCreate,
 ) -> StreamingResponse:
+    """Create a run and stream it from its first event (stateful or stateless)."""
     run = await _create(state, principal, request, thread_id, payload)
-    path = _run_path(run["thread_id"], run["run_id"])
+    path = _run_path(run["thread_id"] if thread_id is not None else None, run["run_id"])
     return _sse(
         state,
         principal,
@@ -205,6 +205,17 @@ async def stream_thread_run(
         cancel_on_disconnect=payload.on_disconnect == "cancel",
         headers={"Location": f"{path}/stream", "Content-Location": path},
     )
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_thread_run(
+    thread_id: str,
+    payload: RunCreate,
+    request: Request,
+    state: AppStateDep,
+    principal: PrincipalDep,
+) -> StreamingResponse:
+    return await _stream_new_run(state, principal, request, thread_id, payload)
 
 
 @router.post("/threads/{thread_id}/runs/wait")
@@ -368,17 +379,7 @@ async def create_stateless_run(
 async def stream_stateless_run(
     payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
 ) -> StreamingResponse:
-    run = await _create(state, principal, request, None, payload)
-    path = _run_path(None, run["run_id"])
-    return _sse(
-        state,
-        principal,
-        run,
-        after_seq=0,
-        fresh=True,
-        cancel_on_disconnect=payload.on_disconnect == "cancel",
-        headers={"Location": f"{path}/stream", "Content-Location": path},
-    )
+    return await _stream_new_run(state, principal, request, None, payload)
 
 
 @router.get("/runs/{run_id}/stream")
