@@ -19,6 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
@@ -71,6 +72,7 @@ class WorkerPool:
         self._loop_task: asyncio.Task[None] | None = None
         self.sweep_interval = sweep_interval_seconds
         self._last_reap = 0.0
+        self._claim_failures = 0
         self._last_sweep = 0.0
 
     @property
@@ -101,10 +103,24 @@ class WorkerPool:
                     if run is not None and not self._stopping:
                         self._launch(run)
                         claimed = True
+                if self._claim_failures:
+                    log.warning(
+                        "claiming runs works again", extra={"failures": self._claim_failures}
+                    )
+                    self._claim_failures = 0
                 if claimed:
                     continue
             except asyncio.CancelledError:
                 raise
+            except DBAPIError as exc:
+                # A database outage fails every poll; say so once, then every 30th time (about
+                # every 30 s), without a traceback per second.
+                self._claim_failures += 1
+                if self._claim_failures % 30 == 1:
+                    log.warning(
+                        "claiming runs failed (database unavailable?); retrying",
+                        extra={"error": type(exc.orig).__name__, "failures": self._claim_failures},
+                    )
             except Exception:
                 log.exception("claiming runs failed; retrying")
             await self._sleep()
