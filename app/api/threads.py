@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.paging import page_response
 from app.errors import NotFound
+from app.state import AppState
 from app.threads import service
 from app.threads import state as thread_state
 from app.threads.schemas import (
@@ -26,8 +27,16 @@ from app.threads.schemas import (
     ThreadSearch,
     ThreadState,
 )
+from app.threads.state import GraphStorage
 
 router = APIRouter(tags=["threads"])
+
+
+def _storage(state: AppState) -> GraphStorage:
+    return GraphStorage(
+        engine=state.engine, graphs=state.graphs, saver=state.saver, store=state.store
+    )
+
 
 # The official server's default when a history request gives no limit.
 DEFAULT_HISTORY_LIMIT = 1
@@ -39,12 +48,9 @@ DEFAULT_HISTORY_LIMIT = 1
 async def create_thread(body: ThreadCreate, state: AppStateDep, principal: PrincipalDep) -> Thread:
     if body.supersteps:
         return await thread_state.create_thread_with_supersteps(
-            state.engine,
+            _storage(state),
             tenant_id=principal.tenant_id,
             body=body,
-            graphs=state.graphs,
-            saver=state.saver,
-            store=state.store,
         )
     return await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
 
@@ -149,12 +155,9 @@ async def get_state(
     thread_id: str, state: AppStateDep, principal: PrincipalDep, subgraphs: bool = Query(False)
 ) -> ThreadState:
     return await thread_state.get_state(
-        state.engine,
+        _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
-        graphs=state.graphs,
-        saver=state.saver,
-        store=state.store,
         subgraphs=subgraphs,
     )
 
@@ -168,13 +171,10 @@ async def update_state(
     thread_id: str, body: StateUpdate, state: AppStateDep, principal: PrincipalDep
 ) -> StateUpdateResult:
     return await thread_state.update_state(
-        state.engine,
+        _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=body,
-        graphs=state.graphs,
-        saver=state.saver,
-        store=state.store,
     )
 
 
@@ -187,12 +187,9 @@ async def get_state_at_checkpoint_post(
     thread_id: str, body: StateCheckpointRequest, state: AppStateDep, principal: PrincipalDep
 ) -> ThreadState:
     return await thread_state.get_state(
-        state.engine,
+        _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
-        graphs=state.graphs,
-        saver=state.saver,
-        store=state.store,
         checkpoint=body.checkpoint,
         subgraphs=body.subgraphs,
     )
@@ -211,12 +208,9 @@ async def get_state_at_checkpoint(
     subgraphs: bool = Query(False),
 ) -> ThreadState:
     return await thread_state.get_state(
-        state.engine,
+        _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
-        graphs=state.graphs,
-        saver=state.saver,
-        store=state.store,
         checkpoint={"checkpoint_id": checkpoint_id},
         subgraphs=subgraphs,
     )
@@ -233,13 +227,10 @@ async def post_history(
     if "limit" not in body.model_fields_set:
         body = body.model_copy(update={"limit": DEFAULT_HISTORY_LIMIT})
     return await thread_state.get_history(
-        state.engine,
+        _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=body,
-        graphs=state.graphs,
-        saver=state.saver,
-        store=state.store,
     )
 
 
@@ -256,11 +247,8 @@ async def get_history(
     before: str | None = Query(None, description="checkpoint id"),
 ) -> list[ThreadState]:
     return await thread_state.get_history(
-        state.engine,
+        _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=HistoryRequest(limit=limit, before=before),
-        graphs=state.graphs,
-        saver=state.saver,
-        store=state.store,
     )

@@ -6,6 +6,7 @@ graph, builds the config and turns snapshots into the wire shape of contract sec
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -136,22 +137,31 @@ def _graph_id(thread_id: str, metadata: JSONObject, graphs: GraphRegistry) -> st
     return graph_id
 
 
+@dataclass(frozen=True)
+class GraphStorage:
+    """What reading or changing a thread's graph state needs: the database, the graphs, and
+    the server-wide saver and store (scoped to the caller's tenant on every call)."""
+
+    engine: AsyncEngine
+    graphs: GraphRegistry
+    saver: Any
+    store: Any
+
+
 def _scoped(component: Any, tenant_id: str) -> Any:
     return component.for_tenant(tenant_id) if component is not None else None
 
 
 async def get_state(
-    engine: AsyncEngine,
+    storage: GraphStorage,
     *,
     tenant_id: str,
     thread_id: str,
-    graphs: GraphRegistry,
-    saver: Any,
-    store: Any,
     checkpoint: CheckpointRef | JSONObject | None = None,
     subgraphs: bool = False,
 ) -> ThreadState:
     """Latest state, or the state at `checkpoint` (404 if that checkpoint does not exist)."""
+    engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id, metadata = await get_thread_metadata(
         engine, tenant_id=tenant_id, thread_id=thread_id
     )
@@ -203,16 +213,14 @@ def normalize_before(before: str | JSONObject | None) -> str | None:
 
 
 async def get_history(
-    engine: AsyncEngine,
+    storage: GraphStorage,
     *,
     tenant_id: str,
     thread_id: str,
     body: HistoryRequest,
-    graphs: GraphRegistry,
-    saver: Any,
-    store: Any,
 ) -> list[ThreadState]:
     """Checkpoints newest first; `[]` for a thread without a graph."""
+    engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id, metadata = await get_thread_metadata(
         engine, tenant_id=tenant_id, thread_id=thread_id
     )
@@ -240,17 +248,15 @@ async def get_history(
 
 
 async def create_thread_with_supersteps(
-    engine: AsyncEngine,
+    storage: GraphStorage,
     *,
     tenant_id: str,
     body: ThreadCreate,
-    graphs: GraphRegistry,
-    saver: Any,
-    store: Any,
 ) -> Thread:
     """Create a thread and apply `supersteps` as bulk state updates (LangGraph's
     `abulk_update_state`). A thread that already exists is returned or refused as usual,
     without applying anything; a failing update removes the new thread again."""
+    engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     graph_id = (body.metadata or {}).get("graph_id")
     if not isinstance(graph_id, str) or not graphs.has(graph_id):
         raise InvalidInput("supersteps need metadata.graph_id naming a registered graph")
@@ -294,16 +300,14 @@ def _interrupts_by_task(state: ThreadState) -> JSONObject:
 
 
 async def update_state(
-    engine: AsyncEngine,
+    storage: GraphStorage,
     *,
     tenant_id: str,
     thread_id: str,
     body: StateUpdate,
-    graphs: GraphRegistry,
-    saver: Any,
-    store: Any,
 ) -> StateUpdateResult:
     """Apply `values` as `as_node` (forking from `checkpoint` when given), refresh the thread."""
+    engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
     async with engine.connect() as conn:  # one connection for both checks
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
