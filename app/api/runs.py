@@ -218,14 +218,15 @@ async def stream_thread_run(
     return await _stream_new_run(state, principal, request, thread_id, payload)
 
 
-@router.post("/threads/{thread_id}/runs/wait")
-async def wait_thread_run(
-    thread_id: str,
-    payload: RunCreate,
+async def _wait_new_run(
+    state: AppState,
+    principal: Principal,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
+    thread_id: str | None,
+    payload: RunCreate,
 ) -> StreamingResponse:
+    """Create a run and answer with its final output (stateful or stateless); both point
+    Location at the run's join URL on its (possibly temporary) thread."""
     run = await _create(state, principal, request, thread_id, payload)
     path = _run_path(run["thread_id"], run["run_id"])
     return _wait(
@@ -236,6 +237,17 @@ async def wait_thread_run(
         cancel_on_disconnect=payload.on_disconnect == "cancel",
         headers={"Location": f"{path}/join", "Content-Location": path},
     )
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_thread_run(
+    thread_id: str,
+    payload: RunCreate,
+    request: Request,
+    state: AppStateDep,
+    principal: PrincipalDep,
+) -> StreamingResponse:
+    return await _wait_new_run(state, principal, request, thread_id, payload)
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -400,16 +412,7 @@ async def join_stateless_run_stream(
 async def wait_stateless_run(
     payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
 ) -> StreamingResponse:
-    run = await _create(state, principal, request, None, payload)
-    path = _run_path(run["thread_id"], run["run_id"])
-    return _wait(
-        state,
-        principal,
-        run,
-        from_start=True,
-        cancel_on_disconnect=payload.on_disconnect == "cancel",
-        headers={"Location": f"{path}/join", "Content-Location": path},
-    )
+    return await _wait_new_run(state, principal, request, None, payload)
 
 
 @router.post("/runs/batch")
