@@ -279,18 +279,20 @@ class RunService:
         if row.status == "running":
             await conn.execute(
                 runs.update()
-                .where(runs.c.run_id == row.run_id)
+                .where(runs.c.run_id == row.run_id, runs.c.tenant_id == row.tenant_id)
                 .values(cancel_action=action, cancel_reason=reason, updated_at=now)
             )
             await self.hub.notify(conn, "c", row.run_id)
             return True
         # Pending: nobody executes it, so it ends here and now.
         if action == "rollback":
-            await conn.execute(delete(runs).where(runs.c.run_id == row.run_id))
+            await conn.execute(
+                delete(runs).where(runs.c.run_id == row.run_id, runs.c.tenant_id == row.tenant_id)
+            )
         else:
             await conn.execute(
                 runs.update()
-                .where(runs.c.run_id == row.run_id)
+                .where(runs.c.run_id == row.run_id, runs.c.tenant_id == row.tenant_id)
                 .values(
                     status="interrupted",
                     cancel_action=action,
@@ -425,7 +427,9 @@ class RunService:
                 stopping = await self._cancel_row(conn, row, action="rollback", reason="deleted")
             else:
                 stopping = False
-                await conn.execute(delete(runs).where(runs.c.run_id == run_id))
+                await conn.execute(
+                    delete(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
+                )
         if stopping:
             self.hub.deliver_cancel(run_id)
         else:
