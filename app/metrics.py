@@ -47,6 +47,8 @@ _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 _RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 _SIZE_BUCKETS = tuple(float(2**p) for p in range(8, 27, 2))  # 256 B .. 64 MiB
 _HISTORY_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+# Counting a thread's history stops here: past the top bucket the exact length adds nothing.
+HISTORY_COUNT_CAP = _HISTORY_BUCKETS[-1] + 1
 
 # --------------------------------------------------------------------------- HTTP
 

@@ -120,16 +120,22 @@ class RunExecutor:
             metrics.count_resume_failure(run.graph_id)
 
     async def _observe_history(self, run: ClaimedRun) -> None:
-        """Record the thread's history length (root checkpoints: one index-only count)."""
-        query = (
-            select(func.count())
-            .select_from(checkpoints)
+        """Record the thread's history length (root checkpoints: one index-only count).
+
+        The count stops one past the histogram's top bucket: a longer thread lands in +Inf
+        all the same, and this runs after every run, so its cost must not grow with history.
+        """
+        capped = (
+            select(checkpoints.c.checkpoint_id)
             .where(
                 checkpoints.c.tenant_id == run.tenant_id,
                 checkpoints.c.thread_id == run.thread_id,
                 checkpoints.c.checkpoint_ns == "",
             )
+            .limit(metrics.HISTORY_COUNT_CAP)
+            .subquery()
         )
+        query = select(func.count()).select_from(capped)
         try:
             async with self.engine.connect() as conn:
                 length = int((await conn.execute(query)).scalar_one())
