@@ -1,7 +1,7 @@
 """HTTP API benchmark: graphkeep on PostgreSQL vs the official `langgraph dev` server.
 
-Both servers serve the same graph (a copy of app/examples/approval.py) and get the same
-requests over loopback HTTP:
+Both servers serve the same graph (a copy of app/examples/approval.py), run AT ONCE, and get
+the same requests over loopback HTTP:
 
 - thread create            POST /threads
 - get_state                GET  /threads/{t}/state on a thread with 1,000 checkpoints
@@ -9,12 +9,17 @@ requests over loopback HTTP:
 - history(limit=10)        POST /threads/{t}/history on the 1,000-checkpoint thread
 - store search             POST /store/items/search over 200 items
 
-For each: the median and p95 of sequential requests, then throughput with a few concurrent
-clients. The official server comes from `langgraph-cli[inmem]`, installed by this script into
-its own virtual environment under .bench-venvs/ (nothing is installed globally).
+Requests alternate between the servers (the order is shuffled every round), so load from
+elsewhere on the machine hits both alike: per operation, `--requests` rounds of one
+sequential request to each give the median and p95 latency; then throughput with
+`--concurrency` clients, in `--blocks` alternating blocks per server. Both servers get
+identically configured httpx clients and the same response handling (status check, JSON
+decode). The official server comes from `langgraph-cli[inmem]`, installed by this script
+into its own virtual environment under .bench-venvs/ (nothing is installed globally).
 
     python bench/api_bench.py                 # full run (needs PostgreSQL on 127.0.0.1:5432)
     python bench/api_bench.py --quick         # fewer requests
+    python bench/api_bench.py --skip-official # graphkeep alone
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import shutil
 import statistics
 import subprocess
@@ -29,7 +35,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -47,107 +54,155 @@ from benchkit import (
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH_SOURCE = ROOT / "app" / "examples" / "approval.py"
 HISTORY_LENGTH = 1000
+STORE_ITEMS = 200
+OPERATIONS = ("thread_create", "get_state_1000", "get_state_1", "history_limit10", "store_search")
+GRAPHKEEP, OFFICIAL = "graphkeep_pg", "langgraph_dev"
+
+Call = Callable[[], Awaitable[Any]]
+
+
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- one server
+
+
+class Target:
+    """One server under test: its HTTP client, its fixtures and the measured calls."""
+
+    def __init__(self, name: str, url: str, concurrency: int) -> None:
+        self.name = name
+        # identical for both servers: same pool, same timeout, same response handling
+        limits = httpx.Limits(max_connections=concurrency * 2)
+        self.http = httpx.AsyncClient(base_url=url, timeout=60, limits=limits)
+        self.ops: dict[str, Call] = {}
+        self.setup_s = 0.0
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def ok(self, resp: Awaitable[httpx.Response]) -> Any:
+        r = await resp
+        r.raise_for_status()
+        return r.json() if r.content else None
+
+    async def setup(self) -> None:
+        """One thread with 1,000 checkpoints, one with 1, and 200 store items."""
+        ok, http = self.ok, self.http
+        body = {"metadata": {"graph_id": "approval"}}
+        long_thread = (await ok(http.post("/threads", json=body)))["thread_id"]
+        t0 = time.perf_counter()
+        for i in range(HISTORY_LENGTH):
+            update = {"values": {"request": f"r{i}"}, "as_node": "propose"}
+            await ok(http.post(f"/threads/{long_thread}/state", json=update))
+        self.setup_s = time.perf_counter() - t0
+        fresh = (await ok(http.post("/threads", json=body)))["thread_id"]
+        update = {"values": {"request": "x"}, "as_node": "propose"}
+        await ok(http.post(f"/threads/{fresh}/state", json=update))
+        ns = ["bench", uuid.uuid4().hex]
+        for i in range(STORE_ITEMS):
+            item = {"namespace": [*ns, f"n{i % 4}"], "key": f"k{i}", "value": {"i": i}}
+            await ok(http.put("/store/items", json=item))
+        history = await ok(http.post(f"/threads/{long_thread}/history", json={"limit": 10}))
+        assert len(history) == 10, history
+        state = await ok(http.get(f"/threads/{long_thread}/state"))
+        assert state["values"]["request"] == f"r{HISTORY_LENGTH - 1}", state["values"]
+        search = {"namespace_prefix": ns, "limit": 10, "filter": {"i": {"$gte": 100}}}
+        found = await ok(http.post("/store/items/search", json=search))
+        assert len(found["items"]) == 10, found
+        self.ops = {
+            "thread_create": lambda: ok(http.post("/threads", json={})),
+            "get_state_1000": lambda: ok(http.get(f"/threads/{long_thread}/state")),
+            "get_state_1": lambda: ok(http.get(f"/threads/{fresh}/state")),
+            "history_limit10": lambda: ok(
+                http.post(f"/threads/{long_thread}/history", json={"limit": 10})
+            ),
+            "store_search": lambda: ok(http.post("/store/items/search", json=search)),
+        }
 
 
 # --------------------------------------------------------------------------- measurement
 
 
-async def latency(call: Callable[[], Awaitable[None]], n: int) -> dict[str, float]:
-    samples = []
-    for _ in range(n):
-        start = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - start) * 1000)
-    samples.sort()
+def summary(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
     return {
-        "median_ms": statistics.median(samples),
-        "p95_ms": samples[int(len(samples) * 0.95) - 1],
+        "median_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(ordered[max(0, int(len(ordered) * 0.95) - 1)], 3),
     }
 
 
-async def throughput(call: Callable[[], Awaitable[None]], total: int, workers: int) -> float:
+async def alternating_latency(
+    targets: list[Target], op: str, rounds: int, rng: random.Random
+) -> dict[str, list[float]]:
+    """`rounds` rounds of one sequential request per target, in a shuffled order."""
+    samples: dict[str, list[float]] = {t.name: [] for t in targets}
+    for _ in range(rounds):
+        order = targets[:]
+        rng.shuffle(order)
+        for t in order:
+            call = t.ops[op]
+            start = time.perf_counter()
+            await call()
+            samples[t.name].append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+async def burst(call: Call, total: int, concurrency: int) -> float:
+    """Seconds for `total` calls by `concurrency` concurrent clients."""
     remaining = total
 
-    async def worker() -> None:
+    async def client() -> None:
         nonlocal remaining
         while remaining > 0:
             remaining -= 1
             await call()
 
     start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(workers)))
-    return total / (time.perf_counter() - start)
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return time.perf_counter() - start
 
 
-async def bench_server(url: str, *, requests: int, concurrency: int) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=concurrency * 2)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+async def alternating_throughput(
+    targets: list[Target], op: str, total: int, concurrency: int, blocks: int, rng: random.Random
+) -> dict[str, float]:
+    """Requests per second: `total` requests per target, in `blocks` blocks that alternate."""
+    spent = {t.name: 0.0 for t in targets}
+    per_block = max(concurrency, total // blocks)
+    for _ in range(blocks):
+        order = targets[:]
+        rng.shuffle(order)
+        for t in order:
+            spent[t.name] += await burst(t.ops[op], per_block, concurrency)
+    return {name: per_block * blocks / seconds for name, seconds in spent.items()}
 
-        async def ok(resp: Awaitable[httpx.Response]) -> dict[str, Any] | list[Any] | Any:
-            r = await resp
-            r.raise_for_status()
-            return r.json() if r.content else None
 
-        # setup: one long thread (1,000 checkpoints), one fresh thread, 200 store items
-        long_thread = (
-            await ok(client.post("/threads", json={"metadata": {"graph_id": "approval"}}))
-        )["thread_id"]
-        t0 = time.perf_counter()
-        for i in range(HISTORY_LENGTH):
-            await ok(
-                client.post(
-                    f"/threads/{long_thread}/state",
-                    json={"values": {"request": f"r{i}"}, "as_node": "propose"},
-                )
-            )
-        setup_s = time.perf_counter() - t0
-        fresh = (await ok(client.post("/threads", json={"metadata": {"graph_id": "approval"}})))[
-            "thread_id"
-        ]
-        await ok(
-            client.post(
-                f"/threads/{fresh}/state", json={"values": {"request": "x"}, "as_node": "propose"}
-            )
+async def bench(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
+    progress("setup: 1,000 update_state calls and 200 store puts per server (concurrently)")
+    await asyncio.gather(*(t.setup() for t in targets))
+    results: dict[str, Any] = {
+        t.name: {"setup_1000_update_state_s": round(t.setup_s, 2)} for t in targets
+    }
+    rng = random.Random(args.seed)
+    for op in OPERATIONS:
+        await alternating_latency(targets, op, args.warmup, rng)
+        samples = await alternating_latency(targets, op, args.requests, rng)
+        rps = await alternating_throughput(
+            targets, op, args.requests * 2, args.concurrency, args.blocks, rng
         )
-        ns = ["bench", uuid.uuid4().hex]
-        for i in range(200):
-            await ok(
-                client.put(
-                    "/store/items",
-                    json={"namespace": [*ns, f"n{i % 4}"], "key": f"k{i}", "value": {"i": i}},
-                )
-            )
-        history = await ok(client.post(f"/threads/{long_thread}/history", json={"limit": 10}))
-        assert len(history) == 10, history
-
-        ops: dict[str, Callable[[], Awaitable[Any]]] = {
-            "thread_create": lambda: ok(client.post("/threads", json={})),
-            "get_state_1000": lambda: ok(client.get(f"/threads/{long_thread}/state")),
-            "get_state_1": lambda: ok(client.get(f"/threads/{fresh}/state")),
-            "history_limit10": lambda: ok(
-                client.post(f"/threads/{long_thread}/history", json={"limit": 10})
-            ),
-            "store_search": lambda: ok(
-                client.post(
-                    "/store/items/search",
-                    json={"namespace_prefix": ns, "limit": 10, "filter": {"i": {"$gte": 100}}},
-                )
-            ),
-        }
-        results: dict[str, Any] = {"setup_1000_update_state_s": round(setup_s, 2)}
-        for name, call in ops.items():
-            for _ in range(5):  # warm-up
-                await call()
-            lat = await latency(call, requests)
-            rps = await throughput(call, requests * 2, concurrency)
-            results[name] = {**{k: round(v, 2) for k, v in lat.items()}, "rps": round(rps, 1)}
-        return results
+        for t in targets:
+            results[t.name][op] = {**summary(samples[t.name]), "rps": round(rps[t.name], 1)}
+        progress(f"{op:<16} " + "  ".join(f"{t.name}={results[t.name][op]}" for t in targets))
+    return results
 
 
 # --------------------------------------------------------------------------- servers
 
 
-async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+@asynccontextmanager
+async def graphkeep_server(tmp: Path) -> AsyncIterator[str]:
+    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL."""
     name = f"gk_bench_{uuid.uuid4().hex[:8]}"
     await pg_database("create", name)
     db_url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
@@ -164,63 +219,59 @@ async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             capture_output=True,
         )
         port = free_port()
-        cmd = [
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--config",
-            str(tmp / "langgraph.json"),
-        ]
+        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
+        cmd += ["--config", str(tmp / "langgraph.json")]
         with process(cmd, env, tmp / "graphkeep.log", ROOT) as proc:
             url = f"http://127.0.0.1:{port}"
             await wait_ready(url, proc, tmp / "graphkeep.log", "/ok")
-            return await bench_server(url, requests=args.requests, concurrency=args.concurrency)
+            progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
+            yield url
     finally:
         await pg_database("drop", name)
 
 
-async def run_official(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+@asynccontextmanager
+async def official_server(tmp: Path) -> AsyncIterator[str]:
+    """`langgraph dev` (in-memory) from its own venv; yields its URL."""
     exe = await asyncio.to_thread(install_langgraph_dev)
     port = free_port()
     env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
-    cmd = [
-        str(exe),
-        "dev",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--no-browser",
-        "--no-reload",
-        "--config",
-        str(tmp / "langgraph.json"),
-    ]
+    cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
+    cmd += ["--no-reload", "--config", str(tmp / "langgraph.json")]
     with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:
         url = f"http://127.0.0.1:{port}"
         await wait_ready(url, proc, tmp / "langgraph-dev.log", "/ok")
-        return await bench_server(url, requests=args.requests, concurrency=args.concurrency)
+        progress(f"langgraph dev ready at {url} (pid {proc.pid})")
+        yield url
 
 
-def report(results: dict[str, dict[str, Any]]) -> str:
-    gk, off = results.get("graphkeep_pg", {}), results.get("langgraph_dev", {})
-    lines = [
-        f"{'operation':<18}{'graphkeep p50':>14}{'official p50':>14}{'ratio':>8}"
-        f"{'graphkeep rps':>15}{'official rps':>14}"
-    ]
-    for op in ("thread_create", "get_state_1000", "get_state_1", "history_limit10", "store_search"):
+# --------------------------------------------------------------------------- report
+
+
+def report(results: dict[str, Any]) -> str:
+    gk, off = results.get(GRAPHKEEP, {}), results.get(OFFICIAL, {})
+    head = (
+        f"{'operation':<17}{'gk p50':>9}{'off p50':>9}{'ratio':>7}"
+        f"{'gk p95':>9}{'off p95':>9}{'ratio':>7}{'gk rps':>9}{'off rps':>9}{'ratio':>7}"
+    )
+    lines = [head]
+    for op in OPERATIONS:
         g, o = gk.get(op), off.get(op)
         if not g:
             continue
-        ratio = f"{g['median_ms'] / o['median_ms']:.2f}" if o else "-"
+        if not o:
+            lines.append(f"{op:<17}{g['median_ms']:>9.2f}{'-':>9}{'-':>7}{g['p95_ms']:>9.2f}")
+            continue
         lines.append(
-            f"{op:<18}{g['median_ms']:>12.2f}ms"
-            f"{(str(o['median_ms']) + 'ms') if o else '-':>14}{ratio:>8}"
-            f"{g['rps']:>15}{o['rps'] if o else '-':>14}"
+            f"{op:<17}{g['median_ms']:>9.2f}{o['median_ms']:>9.2f}"
+            f"{g['median_ms'] / o['median_ms']:>7.2f}"
+            f"{g['p95_ms']:>9.2f}{o['p95_ms']:>9.2f}{g['p95_ms'] / o['p95_ms']:>7.2f}"
+            f"{g['rps']:>9.0f}{o['rps']:>9.0f}{g['rps'] / o['rps']:>7.2f}"
         )
-    lines.append("ratio = graphkeep median / official median (below 1 means graphkeep is faster)")
+    lines.append(
+        "latency in ms; latency ratio = graphkeep / official (below 1: graphkeep faster); "
+        "rps ratio = graphkeep / official (above 1: graphkeep faster)"
+    )
     return "\n".join(lines)
 
 
@@ -231,27 +282,40 @@ def save(out: Path, results: dict[str, Any]) -> None:
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=200, help="sequential requests per op")
+    parser.add_argument("--requests", type=int, default=300, help="rounds per operation")
+    parser.add_argument("--warmup", type=int, default=20, help="unmeasured rounds first")
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--quick", action="store_true", help="50 requests per op")
+    parser.add_argument("--blocks", type=int, default=4, help="throughput blocks per server")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="60 rounds per operation")
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "api_bench.json"))
     args = parser.parse_args()
     if args.quick:
-        args.requests = 50
+        args.requests = 60
     tmp = Path(tempfile.mkdtemp(prefix="gk_api_bench_"))
     shutil.copy(GRAPH_SOURCE, tmp / "graph.py")
     (tmp / "langgraph.json").write_text(
         json.dumps({"dependencies": ["."], "graphs": {"approval": "./graph.py:graph"}})
     )
-    results: dict[str, Any] = {}
-    results["graphkeep_pg"] = await run_graphkeep(tmp, args)
-    if not args.skip_official:
-        try:
-            results["langgraph_dev"] = await run_official(tmp, args)
-        except RuntimeError as exc:
-            results["langgraph_dev_error"] = str(exc)[-2000:]
-            print(f"official server unavailable: {exc}", file=sys.stderr)
+    async with AsyncExitStack() as stack:
+        targets = [
+            Target(
+                GRAPHKEEP, await stack.enter_async_context(graphkeep_server(tmp)), args.concurrency
+            )
+        ]
+        if not args.skip_official:
+            url = await stack.enter_async_context(official_server(tmp))
+            targets.append(Target(OFFICIAL, url, args.concurrency))
+        for t in targets:
+            stack.push_async_callback(t.aclose)
+        results = await bench(targets, args)
+    results["settings"] = {
+        "requests": args.requests,
+        "concurrency": args.concurrency,
+        "blocks": args.blocks,
+        "order": "alternating, shuffled per round",
+    }
     save(Path(args.output), results)
     print(json.dumps(results, indent=2))
     print(report(results))
