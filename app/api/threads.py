@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.paging import page_response
+from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
 from app.state import AppState
 from app.threads import service
@@ -47,11 +48,15 @@ DEFAULT_HISTORY_LIMIT = 1
 )
 async def create_thread(body: ThreadCreate, state: AppStateDep, principal: PrincipalDep) -> Thread:
     if body.supersteps:
-        return await thread_state.create_thread_with_supersteps(
+        updates = StateUpdates(state, principal.tenant_id)
+        thread = await thread_state.create_thread_with_supersteps(
             _storage(state),
             tenant_id=principal.tenant_id,
             body=body,
+            on_change=updates.record,
         )
+        updates.wake()
+        return thread
     return await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
 
 
@@ -170,12 +175,16 @@ async def get_state(
 async def update_state(
     thread_id: str, body: StateUpdate, state: AppStateDep, principal: PrincipalDep
 ) -> StateUpdateResult:
-    return await thread_state.update_state(
+    updates = StateUpdates(state, principal.tenant_id)  # the thread stream's state_update
+    result = await thread_state.update_state(
         _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=body,
+        on_change=updates.record,
     )
+    updates.wake()
+    return result
 
 
 @router.post(

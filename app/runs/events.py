@@ -8,8 +8,13 @@ commit sends a NOTIFY, so readers in other processes wake and read the new rows.
 run's stream is an internal `__end__` row written in the same transaction as the run's final
 status; readers stop there and never send it.
 
-NOTIFY payloads on the one channel, `<kind>:<run_id>:<origin process>`: `q` (a run became
-claimable), `e` (new events or a status change), `c` (cancel requested).
+NOTIFY payloads on the one channel, `<kind>:<run_id>:<origin process>[:<thread_id>]`: `q` (a
+run became claimable), `e` (new events or a status change; with the thread, so readers of the
+thread stream wake too), `c` (cancel requested).
+
+Thread-level `state_update` events (after update_state) are rows of `run_events` as well, under
+an id of their own (seq 1); the thread stream (app/runs/thread_stream.py) merges them with the
+runs of the thread.
 """
 
 from __future__ import annotations
@@ -33,13 +38,20 @@ from app.db.dialect import notify_channel_sql
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
 from app.runs.queue import one_statement
+from app.runs.schemas import new_run_id
 
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "graphkeep"
 END_EVENT = "__end__"  # internal terminal marker, never sent to clients
+STATE_UPDATE_EVENT = "state_update"  # thread-level event, stored under an id of its own
 FINAL_STATUSES = frozenset({"success", "error", "timeout", "interrupted"})
 _READ_BATCH = 500
+
+
+class StreamInterrupted(Exception):
+    """The process is shutting down: readers stop so the connection can be cut (the client
+    reconnects to another process, with Last-Event-ID when it has one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +90,12 @@ class EventHub:
         self._signals: weakref.WeakValueDictionary[str, asyncio.Future[None]] = (
             weakref.WeakValueDictionary()
         )
+        self._thread_signals: weakref.WeakValueDictionary[str, asyncio.Future[None]] = (
+            weakref.WeakValueDictionary()
+        )
+        # Set when the process shuts down: open streams end at once (uvicorn waits for them).
+        self.closing = asyncio.Event()
+        self.shutdown_hooks: list[Callable[[], None]] = []
         self._cancel_handlers: dict[str, Callable[[], None]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
@@ -95,6 +113,14 @@ class EventHub:
             self._listener = asyncio.create_task(self._listen_forever(), name="gk-listen")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._listening.wait(), timeout=10)
+
+    def begin_shutdown(self) -> None:
+        """SIGTERM: every open stream and wait of this process ends now (StreamInterrupted),
+        so the HTTP server stops waiting for them while the workers drain."""
+        self.closing.set()
+        self._wake_all()
+        for hook in list(self.shutdown_hooks):
+            hook()
 
     async def stop(self) -> None:
         if self._listener is not None:
@@ -130,14 +156,15 @@ class EventHub:
             await asyncio.sleep(1.0)
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        kind, _, rest = payload.partition(":")
-        run_id, _, origin = rest.partition(":")
+        kind, run_id, origin, thread_id = (payload.split(":", 3) + ["", "", ""])[:4]
         if origin == self.origin:
             return  # our own announcement: this process acted on it already
         if kind == "q":
             self.queue_wakeup.set()
         elif kind == "e":
             self.wake(run_id)
+            if thread_id:
+                self.wake_thread(thread_id)
         elif kind == "c":
             self.deliver_cancel(run_id)
 
@@ -145,6 +172,8 @@ class EventHub:
         self.queue_wakeup.set()
         for run_id in list(self._signals.keys()):
             self.wake(run_id)
+        for thread_id in list(self._thread_signals.keys()):
+            self.wake_thread(thread_id)
 
     # ------------------------------------------------------------------ signals
 
@@ -161,10 +190,28 @@ class EventHub:
         if fut is not None and not fut.done():
             fut.set_result(None)
 
-    async def notify(self, conn: AsyncConnection, kind: str, run_id: str = "") -> None:
+    def thread_signal(self, thread_id: str) -> asyncio.Future[None]:
+        """Resolved at the next `wake_thread(thread_id)`; take it before looking."""
+        fut = self._thread_signals.get(thread_id)
+        if fut is None or fut.done():
+            fut = asyncio.get_running_loop().create_future()
+            self._thread_signals[thread_id] = fut
+        return fut
+
+    def wake_thread(self, thread_id: str) -> None:
+        """Wake local readers of the thread stream (a run started or ended, a state update)."""
+        fut = self._thread_signals.pop(thread_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def notify(
+        self, conn: AsyncConnection, kind: str, run_id: str = "", *, thread_id: str = ""
+    ) -> None:
         """Announce to other processes inside `conn`'s transaction (delivered on commit)."""
         if self._notify_sql is not None:
             payload = f"{kind}:{run_id}:{self.origin}"
+            if thread_id:
+                payload += f":{thread_id}"
             await conn.execute(
                 text(self._notify_sql), {"channel": NOTIFY_CHANNEL, "payload": payload}
             )
@@ -193,6 +240,7 @@ class EventHub:
         """A publisher continuing after `last_seq` (events of earlier attempts stay)."""
         local = _LocalLog(first_seq=last_seq + 1)
         self._local[run_id] = local
+        self.wake_thread(thread_id)  # a thread stream waiting for the thread's next run
         return RunPublisher(
             self, run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, local=local
         )
@@ -231,7 +279,31 @@ class EventHub:
             [self.end_row(run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, seq=seq)],
         )
         await self.set_expiry(conn, run_id=run_id, tenant_id=tenant_id)
-        await self.notify(conn, "e", run_id)
+        await self.notify(conn, "e", run_id, thread_id=thread_id)
+
+    async def record_state_update(
+        self, conn: AsyncConnection, *, tenant_id: str, thread_id: str, data: str
+    ) -> None:
+        """Store a thread's `state_update` event (after update_state) in `conn`'s transaction
+        and announce it; call `wake_thread` after the commit for readers in this process."""
+        now = utcnow()
+        event_id = new_run_id()
+        await conn.execute(
+            insert(run_events),
+            [
+                {
+                    "run_id": event_id,
+                    "seq": 1,
+                    "thread_id": thread_id,
+                    "tenant_id": tenant_id,
+                    "event": STATE_UPDATE_EVENT,
+                    "data": data,
+                    "created_at": now,
+                    "expires_at": now + self.retention,
+                }
+            ],
+        )
+        await self.notify(conn, "e", event_id, thread_id=thread_id)
 
     async def set_expiry(self, conn: AsyncConnection, *, run_id: str, tenant_id: str) -> None:
         """Events expire `retention` after their run ended."""
@@ -294,6 +366,7 @@ class EventHub:
         after_seq: int | None,
         heartbeat: float | None = None,
         fresh: bool = False,
+        with_end: bool = False,
     ) -> AsyncIterator[StreamEvent | None]:
         """Events of a run after `after_seq` (None: live ones only), then live until its end.
 
@@ -301,6 +374,8 @@ class EventHub:
         interval) so callers can send keep-alives.
         `fresh`: the run was created just now, so nothing is stored yet; the first look at the
         database waits for a wake-up (at most a quarter of a second).
+        `with_end`: yield the internal `__end__` event (its seq) before stopping.
+        Raises StreamInterrupted when the process shuts down before the run's end.
         """
         last = (
             after_seq if after_seq is not None else await self.last_seq(run_id, tenant_id=tenant_id)
@@ -311,6 +386,8 @@ class EventHub:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._signal(run_id)), timeout=0.25)
         while True:
+            if self.closing.is_set():
+                raise StreamInterrupted
             signal = self._signal(run_id)  # taken before looking, so no wake-up is missed
             local = local if local is not None else self._local.get(run_id)
             if local is not None and local.events and local.first_seq > last + 1:
@@ -325,6 +402,8 @@ class EventHub:
                 batch = await self._fetch(run_id, tenant_id, last)
             for ev in batch:
                 if ev.event == END_EVENT:
+                    if with_end:
+                        yield ev
                     return
                 last = ev.seq
                 yield ev
@@ -337,6 +416,8 @@ class EventHub:
                 tail = await self._fetch(run_id, tenant_id, last)
                 for ev in tail:
                     if ev.event == END_EVENT:
+                        if with_end:
+                            yield ev
                         return
                     last = ev.seq
                     yield ev
@@ -425,7 +506,7 @@ class RunPublisher:
                 # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
                 async with one_statement(self.hub.engine) as conn:
                     await conn.execute(insert(run_events), batch)
-                    await self.hub.notify(conn, "e", self.run_id)
+                    await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
                 self.wrote_any = True
             except Exception as exc:
                 self._failure = exc

@@ -6,6 +6,7 @@ graph, builds the config and turns snapshots into the wire shape of contract sec
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import EmptyInputError, InvalidUpdateError
 from langgraph.types import StateSnapshot
 from langgraph.types import StateUpdate as GraphUpdate
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.types import utcnow
 from app.errors import Conflict, InvalidInput, NotFound
@@ -41,6 +42,9 @@ from app.threads.service import (
 )
 
 CHECKPOINT_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_map")
+
+# Called with the open transaction, the thread id and its new state after a state update.
+StateChangeHook = Callable[[AsyncConnection, str, ThreadState], Awaitable[None]]
 
 
 def empty_state() -> ThreadState:
@@ -252,10 +256,12 @@ async def create_thread_with_supersteps(
     *,
     tenant_id: str,
     body: ThreadCreate,
+    on_change: StateChangeHook | None = None,
 ) -> Thread:
     """Create a thread and apply `supersteps` as bulk state updates (LangGraph's
     `abulk_update_state`). A thread that already exists is returned or refused as usual,
-    without applying anything; a failing update removes the new thread again."""
+    without applying anything; a failing update removes the new thread again.
+    `on_change` as for update_state."""
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     graph_id = (body.metadata or {}).get("graph_id")
     if not isinstance(graph_id, str) or not graphs.has(graph_id):
@@ -292,6 +298,8 @@ async def create_thread_with_supersteps(
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
         )
+        if on_change is not None:
+            await on_change(conn, thread.thread_id, latest)
     return await get_thread(engine, tenant_id=tenant_id, thread_id=thread.thread_id)
 
 
@@ -305,8 +313,12 @@ async def update_state(
     tenant_id: str,
     thread_id: str,
     body: StateUpdate,
+    on_change: StateChangeHook | None = None,
 ) -> StateUpdateResult:
-    """Apply `values` as `as_node` (forking from `checkpoint` when given), refresh the thread."""
+    """Apply `values` as `as_node` (forking from `checkpoint` when given), refresh the thread.
+
+    `on_change(conn, thread_id, state)` runs in the transaction that stores the new thread
+    state (the thread stream's `state_update` event)."""
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
     async with engine.connect() as conn:  # one connection for both checks
@@ -343,6 +355,8 @@ async def update_state(
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
         )
+        if on_change is not None:
+            await on_change(conn, thread.thread_id, latest)
     checkpoint = _checkpoint_json(new_config) or {}
     return StateUpdateResult(
         checkpoint=checkpoint,

@@ -66,6 +66,7 @@ REQUIRED_COVERAGE = frozenset(
         "DELETE /threads/{thread_id}/runs/{run_id}",
         "GET /threads/{thread_id}/runs/{run_id}/join",
         "GET /threads/{thread_id}/runs/{run_id}/stream",
+        "GET /threads/{thread_id}/stream",
         "POST /threads/{thread_id}/runs/{run_id}/cancel",
         "POST /runs/cancel",
         "PUT /store/items",

@@ -1,0 +1,224 @@
+"""The thread stream (contract section 6.6): the events of every run on a thread, in order,
+plus the thread's `state_update` events, for `GET /threads/{thread_id}/stream`.
+
+A thread runs one run at a time (enqueued runs start in `created_at` order, and update_state
+is refused while a run is pending or running), so the stream is a sequence of items ordered
+by time: runs, ordered by their `created_at`, and state updates, ordered by when they were
+stored. Each run's events are read with the hub's run reader (local log, database, NOTIFY
+wake-ups), and its end becomes `metadata {"status": "run_done", "run_id": ...}`.
+
+Event ids are `<item key>-<seq>`: the key is the item's time in epoch microseconds (the run's
+`created_at`, or the state update's), the seq the run's own event sequence number (1 for a
+state update). A `Last-Event-ID` of that form resumes after that event; `-` replays from the
+start (whatever stored events are still kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import or_, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.tables import run_events, runs, threads
+from app.db.types import utcnow
+from app.errors import NotFound, ValidationFailed
+from app.graphs.jsonable import dumps
+from app.runs.events import END_EVENT, STATE_UPDATE_EVENT, EventHub, StreamInterrupted
+from app.runs.queue import ACTIVE_STATUSES
+
+THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_LAST_EVENT_ID = re.compile(r"^(\d+)(?:-(\d+|\*))?$")
+# Runs are keyed by the `created_at` their API process wrote; processes' clocks may differ a
+# little, so a live stream looks this far back for runs it has not seen yet.
+_SKEW = timedelta(seconds=30)
+_NO_MORE = 1 << 62  # "every event of that item" (`<key>-*`)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadEvent:
+    id: str
+    event: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    key: int  # epoch microseconds
+    item_id: str  # run id, or the state update's own id
+    is_run: bool
+    active: bool = False
+    data: str = ""
+
+
+def _key(moment: datetime) -> int:
+    return (moment - _EPOCH) // _US
+
+
+def _moment(key: int) -> datetime:
+    return _EPOCH + key * _US
+
+
+def parse_thread_last_event_id(value: str | None) -> tuple[int, int] | None:
+    """`(key, seq)` to resume after; `(0, 0)` for `-`; None without the header (live only).
+
+    The official format: `^\\d+(-(\\d+|\\*))?$` or `-`; anything else is a 422."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    if value == "-":
+        return (0, 0)
+    match = _LAST_EVENT_ID.match(value)
+    if match is None:
+        raise ValidationFailed(
+            f"Last-Event-ID {value!r} is not a valid stream id (<number>-<number> or -)"
+        )
+    seq = match.group(2)
+    return int(match.group(1)), _NO_MORE if seq == "*" else int(seq or 0)
+
+
+def keep_event(event: str, modes: frozenset[str]) -> bool:
+    """`run_modes`: every run event; `lifecycle`: run start and end (`metadata`);
+    `state_update`: the thread's state updates."""
+    if event == STATE_UPDATE_EVENT:
+        return "state_update" in modes
+    if "run_modes" in modes:
+        return True
+    return "lifecycle" in modes and event == "metadata"
+
+
+class ThreadStream:
+    """One client's view of a thread's events (live from now, or resumed after an id)."""
+
+    def __init__(
+        self,
+        hub: EventHub,
+        engine: AsyncEngine,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        after: tuple[int, int] | None,
+    ) -> None:
+        self.hub = hub
+        self.engine = engine
+        self.tenant_id = tenant_id
+        self.thread_id = thread_id
+        self.after = after
+        self._done: set[str] = set()
+        self._live: set[str] = set()  # active when joined without an id: live events only
+        self._since = _EPOCH if after is None else _moment(after[0])
+
+    async def _thread_exists(self) -> bool:
+        async with self.engine.connect() as conn:
+            found = (
+                await conn.execute(
+                    select(threads.c.thread_id).where(
+                        threads.c.thread_id == self.thread_id,
+                        threads.c.tenant_id == self.tenant_id,
+                    )
+                )
+            ).first()
+        return found is not None
+
+    async def check(self) -> None:
+        """404 unless the thread exists for this tenant; called before the stream starts."""
+        if not await self._thread_exists():
+            raise NotFound(f"Thread '{self.thread_id}' not found")
+        if self.after is None:
+            # Joined live: what exists now is history, except runs in flight (joined live).
+            self._since = utcnow() - _SKEW
+            for item in await self._items():
+                (self._live if item.active else self._done).add(item.item_id)
+
+    async def _items(self) -> list[_Item]:
+        """Runs and state updates not delivered yet, oldest first."""
+        async with self.engine.connect() as conn:
+            run_rows = await conn.execute(
+                select(runs.c.run_id, runs.c.created_at, runs.c.status).where(
+                    runs.c.thread_id == self.thread_id,
+                    runs.c.tenant_id == self.tenant_id,
+                    or_(runs.c.created_at >= self._since, runs.c.status.in_(ACTIVE_STATUSES)),
+                )
+            )
+            items = [
+                _Item(_key(r.created_at), r.run_id, True, active=r.status in ACTIVE_STATUSES)
+                for r in run_rows
+                if r.run_id not in self._done
+            ]
+            update_rows = await conn.execute(
+                select(run_events.c.run_id, run_events.c.created_at, run_events.c.data).where(
+                    run_events.c.thread_id == self.thread_id,
+                    run_events.c.tenant_id == self.tenant_id,
+                    run_events.c.event == STATE_UPDATE_EVENT,
+                    run_events.c.created_at >= self._since,
+                )
+            )
+            items += [
+                _Item(_key(r.created_at), r.run_id, False, data=r.data)
+                for r in update_rows
+                if r.run_id not in self._done
+            ]
+        items.sort(key=lambda i: (i.key, i.item_id))
+        return items
+
+    def _finish(self, item: _Item) -> None:
+        self._done.add(item.item_id)
+        if self.after is None:
+            self._since = max(self._since, _moment(item.key) - _SKEW)
+
+    async def events(self) -> AsyncIterator[ThreadEvent | None]:
+        """Thread events until the client leaves (or the thread is deleted); None items are
+        keep-alives. Raises StreamInterrupted when the process shuts down."""
+        floor = self.after or (0, 0)
+        while True:
+            if self.hub.closing.is_set():
+                raise StreamInterrupted
+            signal = self.hub.thread_signal(self.thread_id)  # before looking: no lost wake-up
+            items = await self._items()
+            if not items:
+                if not await self._thread_exists():
+                    return
+                try:
+                    await asyncio.wait_for(asyncio.shield(signal), timeout=self.hub.keepalive)
+                except TimeoutError:
+                    yield None
+                continue
+            item = items[0]
+            if not item.is_run:
+                if (item.key, 1) > floor:
+                    yield ThreadEvent(f"{item.key}-1", STATE_UPDATE_EVENT, item.data)
+                self._finish(item)
+                continue
+            if item.key < floor[0]:
+                self._finish(item)
+                continue
+            async for out in self._run_events(item, floor):
+                yield out
+            self._finish(item)
+
+    async def _run_events(
+        self, item: _Item, floor: tuple[int, int]
+    ) -> AsyncIterator[ThreadEvent | None]:
+        if item.item_id in self._live:
+            after: int | None = None
+        else:
+            after = floor[1] if item.key == floor[0] else 0
+        async for ev in self.hub.read(
+            item.item_id, tenant_id=self.tenant_id, after_seq=after, with_end=True
+        ):
+            if ev is None:
+                yield None
+            elif ev.event == END_EVENT:
+                yield ThreadEvent(
+                    f"{item.key}-{ev.seq}",
+                    "metadata",
+                    dumps({"status": "run_done", "run_id": item.item_id}),
+                )
+            else:
+                yield ThreadEvent(f"{item.key}-{ev.seq}", ev.event, ev.data)
