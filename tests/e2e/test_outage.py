@@ -8,11 +8,9 @@ again without a restart, its workers execute runs again, and nothing acknowledge
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +23,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.pgcluster import Cluster, free_port, system_pg_bin
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,71 +33,13 @@ DB_TIMEOUT_SECONDS = 2.0
 SLACK_SECONDS = 3.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _pg_bin() -> Path | None:
-    candidates = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name)
-    )
-    for directory in reversed(candidates):
-        if (Path(directory) / "initdb").exists() and (Path(directory) / "pg_ctl").exists():
-            return Path(directory)
-    found = shutil.which("pg_ctl")
-    return Path(found).parent if found else None
-
-
-class Cluster:
-    """A private PostgreSQL cluster: initdb, start, stop -m immediate, start again."""
-
-    def __init__(self, bindir: Path, root: Path, port: int) -> None:
-        self.bindir, self.root, self.port = bindir, root, port
-        self.data = root / "data"
-        self.as_postgres = os.geteuid() == 0  # initdb refuses to run as root
-
-    def _run(self, *args: str, timeout: float = 60) -> None:
-        command = [str(self.bindir / args[0]), *args[1:]]
-        if self.as_postgres:
-            command = ["runuser", "-u", "postgres", "--", *command]
-        subprocess.run(command, check=True, capture_output=True, timeout=timeout)
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
-    def init(self) -> None:
-        if self.as_postgres:
-            shutil.chown(self.root, "postgres", "postgres")
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-
-    def start(self) -> None:
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
-            "-c fsync=off -c full_page_writes=off"
-        )
-        log = self.root / "postgres.log"
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "start")
-
-    def stop(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-
-    def stop_quietly(self) -> None:
-        try:
-            self.stop()
-        except subprocess.CalledProcessError:
-            pass  # already stopped
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    bindir = _pg_bin()
+    bindir = system_pg_bin()
     if bindir is None:
         pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are required for this test")
     root = Path(tempfile.mkdtemp(prefix="gk_outage_"))
-    db = Cluster(bindir, root, _free_port())
+    db = Cluster(bindir, root, free_port())
     try:
         db.init()
         db.start()
@@ -120,7 +62,7 @@ def server(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     )
     cli = [sys.executable, "-m", "app.cli"]
     subprocess.run([*cli, "migrate"], env=env, cwd=ROOT, check=True, timeout=120)
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("outage") / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
