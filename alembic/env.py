@@ -11,6 +11,7 @@ from sqlalchemy.engine import Connection
 from app.config import DEFAULT_DATABASE_URL
 from app.db.engine import create_engine
 from app.db.tables import metadata
+from app.store.pgvector import include_object
 
 config = context.config
 target_metadata = metadata
@@ -23,6 +24,8 @@ def _configure(connection: Connection) -> None:
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
         compare_server_default=False,
+        # the pgvector column and HNSW indexes made by the Store's setup are not drift
+        include_object=include_object,
     )
 
 

@@ -23,12 +23,35 @@ from app.logging import configure as configure_logging
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
+def _store_dims(settings: Settings) -> int | None:
+    """`store.index.dims` of the graph config, if it has one (read, nothing imported)."""
+    from app.graphs.config import read_config
+    from app.graphs.registry import EXAMPLES_CONFIG
+
+    try:
+        index = read_config(settings.config_file or EXAMPLES_CONFIG).store_index
+    except AppError:
+        return None  # `serve` reports a bad config; migrating does not need it
+    dims = index.get("dims") if index else None
+    return dims if isinstance(dims, int) and not isinstance(dims, bool) else None
+
+
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from app.store import pgvector
+
+    wants_pgvector = settings.store_pgvector == "auto"
+    dims = _store_dims(settings) if wants_pgvector else None
+
     async def run() -> None:
         engine = create_engine(settings.database_url, null_pool=True)
         try:
             await migrations.upgrade(engine)
             print(f"database at revision {await migrations.current_revision(engine)}")
+            if wants_pgvector and engine.dialect.name == "postgresql":
+                # the pgvector column and HNSW index live outside the Alembic history
+                if await pgvector.ensure(engine, dims):
+                    made = f", HNSW index for {dims} dims" if dims else ""
+                    print(f"store: semantic search on pgvector{made}")
         finally:
             await engine.dispose()
 

@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     store_max_value_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest Store item value (JSON bytes); above it: 413."
     )
+    store_pgvector: Literal["auto", "off"] = Field(
+        "auto",
+        description="Semantic search on pgvector (HNSW) where the database has the extension "
+        "(`auto`), or always scored in process (`off`).",
+    )
     worker_metrics_port: int | None = Field(
         None,
         ge=0,

@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
-from app.api import assistants, meta, ops, runs, store, thread_stream, threads
+from app.api import assistants, meta, ops, runs, store, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
@@ -26,6 +26,7 @@ from app.ops.retention import build_sweepers
 from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
+from app.store.store import PgvectorMode
 from app.store.validation import DEFAULT_MAX_VALUE_BYTES
 
 
@@ -47,7 +48,10 @@ async def _attach_graphs(state: AppState) -> None:
 
 
 def _build_store(
-    engine: AsyncEngine, config: ServerConfig, max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    engine: AsyncEngine,
+    config: ServerConfig,
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+    pgvector: PgvectorMode = "auto",
 ) -> SQLStore:
     """The Store with langgraph.json's `store.index` / `store.ttl` (a bad one stops start-up)."""
     index = config.store_index
@@ -57,6 +61,7 @@ def _build_store(
         index=parse_index_config(index, base_dir=config.base_dir) if index else None,
         ttl=parse_ttl_config(ttl) if ttl else None,
         max_value_bytes=max_value_bytes,
+        pgvector=pgvector,
     )
 
 
@@ -67,6 +72,7 @@ async def _attach_store(state: AppState) -> None:
         state.engine,
         state.graphs.config,
         state.settings.store_max_value_bytes,
+        state.settings.store_pgvector,
     )
 
 
@@ -160,5 +166,4 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(threads.router)
     app.include_router(store.router)
     app.include_router(runs.router)
-    app.include_router(thread_stream.router)
     return app

@@ -48,7 +48,7 @@ from app.db.dialect import single_statement_autocommit
 from app.db.engine import create_engine
 from app.db.types import utcnow
 from app.errors import InvalidInput
-from app.store import queries
+from app.store import pgvector, queries
 from app.store.config import StoreIndex, parse_index_config, parse_ttl_config
 from app.store.maintenance import reindex_items, sweep
 from app.store.validation import (
@@ -58,10 +58,11 @@ from app.store.validation import (
     split_prefix,
     validate_op,
 )
-from app.store.vectors import cosine_scores, embed_fields, texts_to_embed
+from app.store.vectors import cosine_scores, embed_fields, rank, texts_to_embed
 from app.store.writes import write_statements
 
 Clock = Callable[[], datetime]
+PgvectorMode = Literal["auto", "off"]
 
 
 @dataclass
@@ -74,6 +75,10 @@ class _Shared:
     clock: Clock
     max_value_bytes: int
     loop: asyncio.AbstractEventLoop | None = field(default=None)
+    # "auto": semantic queries use pgvector where setup() made its column; "off": never
+    pgvector_mode: PgvectorMode = "auto"
+    # None until detected (setup() or the first semantic query)
+    pgvector: bool | None = None
     # the same pool without BEGIN / COMMIT where one statement is atomic (PostgreSQL)
     autocommit: AsyncEngine = field(init=False)
 
@@ -157,6 +162,7 @@ class SQLStore(BaseStore):
         ttl: TTLConfig | Mapping[str, Any] | None = None,
         clock: Clock | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        pgvector: PgvectorMode = "auto",
     ) -> None:
         parsed_index = (
             index if isinstance(index, StoreIndex) or index is None else parse_index_config(index)
@@ -166,8 +172,10 @@ class SQLStore(BaseStore):
             loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
+        if pgvector not in ("auto", "off"):
+            raise InvalidInput("pgvector must be 'auto' or 'off'")
         self._shared = _Shared(
-            engine, parsed_index, parsed_ttl, clock or utcnow, max_value_bytes, loop
+            engine, parsed_index, parsed_ttl, clock or utcnow, max_value_bytes, loop, pgvector
         )
         self.ttl_config = parsed_ttl
         self.tenant_id = _check_tenant(tenant_id)
@@ -183,6 +191,7 @@ class SQLStore(BaseStore):
         ttl: TTLConfig | Mapping[str, Any] | None = None,
         clock: Clock | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        pgvector: PgvectorMode = "auto",
     ) -> AsyncIterator[SQLStore]:
         """A store on its own engine (migrated to head), disposed on exit."""
         engine = create_engine(url)
@@ -194,6 +203,7 @@ class SQLStore(BaseStore):
                 ttl=ttl,
                 clock=clock,
                 max_value_bytes=max_value_bytes,
+                pgvector=pgvector,
             )
             await store.setup()
             yield store
@@ -209,10 +219,26 @@ class SQLStore(BaseStore):
         """The semantic index, or None when semantic search is off."""
         return self._shared.index
 
+    @property
+    def uses_pgvector(self) -> bool | None:
+        """Whether semantic queries run on pgvector (None: not detected yet)."""
+        return self._shared.pgvector
+
     async def setup(self) -> None:
-        """Bring the schema to head (the tables live in the Alembic history; idempotent)."""
-        self._shared.loop = asyncio.get_running_loop()
-        await migrate.upgrade(self._shared.engine)
+        """Bring the schema to head (the tables live in the Alembic history; idempotent).
+
+        On PostgreSQL with the `vector` extension installed or available (and unless
+        `pgvector="off"`), also create the pgvector column and the HNSW index for the
+        index's dims (app/store/pgvector.py); semantic queries then run on them.
+        """
+        shared = self._shared
+        shared.loop = asyncio.get_running_loop()
+        await migrate.upgrade(shared.engine)
+        if shared.pgvector_mode == "off":
+            shared.pgvector = False
+            return
+        dims = shared.index.dims if shared.index is not None else None
+        shared.pgvector = await pgvector.ensure(shared.engine, dims)
 
     def for_tenant(self, tenant_id: str) -> SQLStore:
         """A view of this store bound to another tenant (shares engine, index, TTL, clock)."""
@@ -335,27 +361,32 @@ class SQLStore(BaseStore):
         else:
             index = self._shared.index
             assert index is not None  # _embed_queries raised otherwise
-            stmt, params = queries.search_vectors(
-                dialect, self.tenant_id, prefix, op.filter, now, index.model_id
-            )
-            candidates = (await conn.execute(stmt, params)).all()
-            scores = cosine_scores(query_vectors[op.query], [r.embedding for r in candidates])
-            best: dict[tuple[str, str], tuple[float, Row[Any]]] = {}
-            for score, row in zip(scores, candidates, strict=True):
-                ident = (row.prefix, row.key)
-                if ident not in best or score > best[ident][0]:
-                    best[ident] = (score, row)
-            ranked = sorted(
-                best.values(),
-                key=lambda sr: (-sr[0], -sr[1].updated_at.timestamp(), sr[1].key, sr[1].prefix),
-            )
-            window = ranked[op.offset : op.offset + op.limit]
+            vector = query_vectors[op.query]
+            if await self._pgvector(conn):
+                scored = await pgvector.search(
+                    conn, self.tenant_id, prefix, op.filter, now, index, vector,
+                    op.offset + op.limit,
+                )  # fmt: skip
+            else:
+                stmt, params = queries.search_vectors(
+                    dialect, self.tenant_id, prefix, op.filter, now, index.model_id
+                )
+                candidates = (await conn.execute(stmt, params)).all()
+                scores = cosine_scores(vector, [r.embedding for r in candidates])
+                scored = list(zip(scores, candidates, strict=True))
+            window = rank(scored)[op.offset : op.offset + op.limit]
             found = [(_search_item(row, score), row) for score, row in window]
         if op.refresh_ttl:
             for _, row in found:
                 if row.ttl_minutes is not None:
                     refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
         return [item for item, _ in found]
+
+    async def _pgvector(self, conn: AsyncConnection) -> bool:
+        shared = self._shared
+        if shared.pgvector is None:  # a store used without setup() (the server): detect once
+            shared.pgvector = shared.pgvector_mode == "auto" and await pgvector.detect(conn)
+        return shared.pgvector
 
     async def _list_namespaces(
         self, conn: AsyncConnection, op: ListNamespacesOp, now: datetime

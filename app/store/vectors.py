@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from langgraph.store.base import get_text_at_path
@@ -39,6 +39,9 @@ def pack(vector: Sequence[float], dims: int) -> bytes:
     if len(vector) != dims:
         raise InvalidInput(f"the embedder returned {len(vector)} dimensions; the index has {dims}")
     packed = array("f", vector)
+    if not all(math.isfinite(x) for x in packed):
+        # NaN scores nothing; an infinity (or a float32 overflow) cannot be compared either
+        raise InvalidInput("the embedder returned a non-finite number (NaN or infinity)")
     if sys.byteorder == "big":  # pragma: no cover - stored bytes are little-endian everywhere
         packed.byteswap()
     return packed.tobytes()
@@ -66,6 +69,20 @@ def cosine_scores(query: Sequence[float], blobs: Sequence[bytes]) -> list[float]
     dots = matrix @ q
     safe = np.where(norms == 0, 1.0, norms)
     return [float(x) for x in np.where(norms == 0, 0.0, dots / safe)]
+
+
+def rank(scored: Iterable[tuple[float, Any]]) -> list[tuple[float, Any]]:
+    """Each item's best (score, row) among its vectors' rows, in the documented order:
+    score descending, then newest `updated_at`, then key, then namespace."""
+    best: dict[tuple[str, str], tuple[float, Any]] = {}
+    for score, row in scored:
+        ident = (row.prefix, row.key)
+        if ident not in best or score > best[ident][0]:
+            best[ident] = (score, row)
+    return sorted(
+        best.values(),
+        key=lambda sr: (-sr[0], -sr[1].updated_at.timestamp(), sr[1].key, sr[1].prefix),
+    )
 
 
 def _cosine(a: Sequence[float], b: Sequence[float]) -> float:

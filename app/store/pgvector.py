@@ -1,0 +1,274 @@
+"""The pgvector path of semantic search: vectors in a pgvector column with an HNSW index.
+
+Used on PostgreSQL when the `vector` extension is installed (or available and creatable) in
+the database; everywhere else vectors are scored in process (app/store/vectors.py).
+
+The objects live outside the Alembic metadata, so the migrations stay dialect-neutral and a
+database without pgvector never needs the extension; `ensure()` creates them idempotently
+(`SQLStore.setup()`, `graphkeep migrate`):
+
+- `graphkeep_f32le_vector(bytea)`: an immutable SQL function decoding the portable
+  little-endian float32 bytes of `store_vectors.embedding` into a `vector`;
+- `store_vectors.embedding_vec vector`, a STORED generated column computed by that function:
+  every write path (puts, reindex) fills it without knowing about pgvector, and it can never
+  disagree with the portable bytes (which stay: they are the fallback and reindex's input);
+- `ix_store_vectors_hnsw_<dims>`: an HNSW index (cosine) per dimension count, on the
+  expression `embedding_vec::vector(<dims>)` and partial on `dims = <dims>` (an HNSW index
+  needs a fixed dimension; the column itself has none, so a model change needs no DDL).
+
+A query (`search()`) asks the index for the nearest vectors of the tenant, namespace and
+filter, over-fetching; HNSW applies those conditions after its candidate list (`hnsw.ef_search`,
+raised here to cover the request, at most 1000), so a selective filter can leave it short.
+When fewer items than `offset + limit` come back, the same narrowing is ranked exactly in SQL
+(every candidate vector's distance, no index): results are then complete, at the cost of a
+scan of the narrowed rows, which is what the portable path always pays.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import Float, Integer, Select, Text, bindparam, cast, func, literal_column, text
+from sqlalchemy.dialects.postgresql import base as postgresql_base
+from sqlalchemy.engine import Row
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.types import UserDefinedType
+
+from app.db.tables import store_items, store_vectors
+from app.store import queries
+from app.store.config import StoreIndex
+from app.store.vectors import rank
+
+log = logging.getLogger(__name__)
+
+VECTOR_COLUMN = "embedding_vec"
+INDEX_PREFIX = "ix_store_vectors_hnsw_"
+FUNCTION = "graphkeep_f32le_vector"
+MAX_INDEX_DIMS = 2000  # pgvector's HNSW limit for `vector`
+MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
+MIN_EF_SEARCH = 40  # pgvector's default
+OVERFETCH = 2  # vector rows asked per wanted item (an item may have several vectors)
+TIE = 1e-6  # scores closer than this are a tie (float32 sums differ in their last bits)
+
+# little-endian float32 -> float8 by its IEEE 754 fields, exact for every finite value
+_FUNCTION_SQL = f"""
+CREATE OR REPLACE FUNCTION {FUNCTION}(b bytea) RETURNS vector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+SELECT array_agg(
+    ((CASE WHEN e = 0 THEN m * 2::float8 ^ -149
+           ELSE (8388608 + m) * 2::float8 ^ (e - 150) END) * (1 - 2 * s))::real
+    ORDER BY i)::vector
+FROM (SELECT i, (w >> 31) & 1 AS s, (w >> 23) & 255 AS e, w & 8388607 AS m
+      FROM (SELECT i, get_byte(b, 4 * i)::bigint
+                      | (get_byte(b, 4 * i + 1)::bigint << 8)
+                      | (get_byte(b, 4 * i + 2)::bigint << 16)
+                      | (get_byte(b, 4 * i + 3)::bigint << 24) AS w
+            FROM generate_series(0, length(b) / 4 - 1) AS i) AS words) AS fields
+$fn$
+"""
+
+
+def index_name(dims: int) -> str:
+    return f"{INDEX_PREFIX}{int(dims)}"
+
+
+def include_object(
+    obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
+) -> bool:
+    """Alembic `include_object`: the pgvector objects made by `ensure()` are not drift."""
+    if type_ == "column" and name == VECTOR_COLUMN:
+        return getattr(getattr(obj, "table", None), "name", None) != store_vectors.name
+    if type_ == "index" and name is not None and name.startswith(INDEX_PREFIX):
+        return False
+    return True
+
+
+async def _scalar(conn: AsyncConnection, sql: str, **params: Any) -> Any:
+    return (await conn.execute(text(sql), params)).scalar()
+
+
+async def _has_column(conn: AsyncConnection) -> bool:
+    return bool(
+        await _scalar(
+            conn,
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(:t) "
+            "AND attname = :c AND NOT attisdropped)",
+            t=store_vectors.name,
+            c=VECTOR_COLUMN,
+        )
+    )
+
+
+async def _create_extension(conn: AsyncConnection) -> bool:
+    installed = await _scalar(conn, "SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+    if installed is not None:
+        return True
+    available = await _scalar(
+        conn, "SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')"
+    )
+    if not available:
+        return False
+    try:
+        async with conn.begin_nested():
+            await conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+    except DBAPIError as exc:  # typically: permission denied to create extension
+        log.warning(
+            "pgvector is available but could not be created (%s); semantic search scores "
+            "vectors in process. A superuser can run CREATE EXTENSION vector.",
+            str(exc.orig).strip().splitlines()[0] if exc.orig else exc,
+        )
+        return False
+    return True
+
+
+async def ensure(engine: AsyncEngine, dims: int | None) -> bool:
+    """Create the pgvector objects (idempotent); True when the pgvector path is usable.
+
+    False on any other database than PostgreSQL, without the extension, or without the
+    privilege to create it (then the portable path is used; nothing is left half made).
+    """
+    if engine.dialect.name != "postgresql":
+        return False
+    async with engine.begin() as conn:
+        # one setup at a time (several workers may start together)
+        await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('graphkeep.pgvector'))"))
+        if not await _create_extension(conn):
+            return False
+        if not await _has_column(conn):
+            exists = await _scalar(
+                conn, "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = :f)", f=FUNCTION
+            )
+            if not exists:
+                await conn.execute(text(_FUNCTION_SQL))
+            await conn.execute(
+                text(
+                    f"ALTER TABLE {store_vectors.name} ADD COLUMN IF NOT EXISTS {VECTOR_COLUMN} "
+                    f"vector GENERATED ALWAYS AS ({FUNCTION}(embedding)) STORED"
+                )
+            )
+        if dims is not None and 0 < dims <= MAX_INDEX_DIMS:
+            await conn.execute(
+                text(
+                    f"CREATE INDEX IF NOT EXISTS {index_name(dims)} ON {store_vectors.name} "
+                    f"USING hnsw (({VECTOR_COLUMN}::vector({int(dims)})) vector_cosine_ops) "
+                    f"WHERE dims = {int(dims)}"
+                )
+            )
+    return True
+
+
+async def detect(conn: AsyncConnection) -> bool:
+    """Read-only: whether `ensure()` has made the pgvector column in this database."""
+    if conn.dialect.name != "postgresql":
+        return False
+    return await _has_column(conn)
+
+
+# ---------------------------------------------------------------------------- queries
+
+
+class Vector(UserDefinedType[Any]):
+    """pgvector's `vector` / `vector(n)`, for casts (bound from a text literal '[x,y,...]')
+    and for reflection (an Alembic comparison of a pgvector database reads the column)."""
+
+    cache_ok = True
+
+    def __init__(self, dims: int | None = None) -> None:
+        self.dims = int(dims) if dims is not None else None
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "vector" if self.dims is None else f"vector({self.dims})"
+
+
+postgresql_base.ischema_names.setdefault("vector", Vector)
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _distance(dims: int) -> Any:
+    column: Any = literal_column(f"{store_vectors.name}.{VECTOR_COLUMN}::vector({int(dims)})")
+    query = cast(bindparam("b_qvec", type_=Text), Vector(dims))
+    return column.op("<=>", return_type=Float)(query)
+
+
+@lru_cache(maxsize=256)
+def _statements(base: Select[Any], dims: int) -> tuple[Select[Any], Select[Any]]:
+    """(approximate, exact) statements on the narrowing `base` of `queries.search_vectors`
+    (itself cached per shape), both yielding the item columns plus `distance`."""
+    distance = _distance(dims)
+    narrowed = base.where(store_vectors.c.dims == literal_column(str(int(dims))))
+    approximate = (
+        narrowed.with_only_columns(*queries.ITEM_COLUMNS, distance.label("distance"))
+        .order_by(distance)
+        .limit(bindparam("b_fetch", type_=Integer))
+    )
+    # NaN (a zero vector) scores 0, as in process
+    best = func.min(func.coalesce(func.nullif(distance, literal_column("'NaN'::float8")), 1.0))
+    exact = (
+        narrowed.with_only_columns(*queries.ITEM_COLUMNS, best.label("distance"))
+        .group_by(store_items.c.tenant_id, store_items.c.prefix, store_items.c.key)
+        .order_by(
+            best,
+            store_items.c.updated_at.desc(),
+            store_items.c.key.collate("C"),
+            store_items.c.prefix,
+        )
+        .limit(bindparam("b_fetch", type_=Integer))
+    )
+    return approximate, exact
+
+
+async def _set_ef_search(conn: AsyncConnection, value: int) -> None:
+    # session-level on the pooled connection (one statement may run outside a transaction);
+    # remembered in the connection's info so it is sent only when it changes
+    info = conn.info
+    if info.get("gk_hnsw_ef_search") == value:
+        return
+    await conn.execute(text("SELECT set_config('hnsw.ef_search', :v, false)"), {"v": str(value)})
+    info["gk_hnsw_ef_search"] = value
+
+
+def _score(distance: float | None) -> float:
+    if distance is None or math.isnan(distance):
+        return 0.0
+    return 1.0 - float(distance)
+
+
+async def search(
+    conn: AsyncConnection,
+    tenant_id: str,
+    prefix: str | None,
+    filter: Mapping[str, Any] | None,
+    now: datetime,
+    index: StoreIndex,
+    query_vector: Sequence[float],
+    want: int,
+) -> list[tuple[float, Row[Any]]]:
+    """Scored candidates (one row per vector; the caller keeps each item's best) covering the
+    `want` best items of the narrowing, approximately through HNSW, else exactly."""
+    base, params = queries.search_vectors(
+        "postgresql", tenant_id, prefix, filter, now, index.model_id
+    )
+    approximate, exact = _statements(base, index.dims)
+    params["b_qvec"] = vector_literal(query_vector)
+    fetch = max(want * OVERFETCH, want + 10)
+    zero_query = not any(query_vector)
+    if not zero_query and index.dims <= MAX_INDEX_DIMS and fetch <= MAX_EF_SEARCH:
+        await _set_ef_search(conn, max(MIN_EF_SEARCH, fetch))
+        rows = (await conn.execute(approximate, {**params, "b_fetch": fetch})).all()
+        scored = [(_score(r.distance), r) for r in rows]
+        ranked = rank(scored)
+        # enough items, and the last one wanted beats every row left out (a tie there
+        # would be cut by the index's order, not by the documented tie-breaks)
+        if len(ranked) >= want and ranked[want - 1][0] > scored[-1][0] + TIE:
+            return scored
+    rows = (await conn.execute(exact, {**params, "b_fetch": want})).all()
+    return [(_score(r.distance), r) for r in rows]
