@@ -30,6 +30,6 @@ async def info() -> dict[str, Any]:
     return {
         "version": __version__,
         "langgraph_py_version": _pkg_version("langgraph"),
-        "flags": {"assistants": True, "crons": False, "langsmith": False},
+        "flags": {"assistants": True, "crons": False, "langsmith": False, "strict_resume": True},
         "host": {"kind": "graphkeep"},
     }

@@ -22,6 +22,7 @@ from app.api.sse import (
 )
 from app.auth.principal import Principal
 from app.errors import ValidationFailed
+from app.runs.resume import check_strict_resume
 from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
 from app.runs.service import RunService
 from app.state import AppState
@@ -164,6 +165,13 @@ async def _create(
     thread_id: str | None,
     payload: RunCreate,
 ) -> dict[str, Any]:
+    if payload.strict_resume and thread_id is not None:
+        await check_strict_resume(
+            state.engine,
+            tenant_id=principal.tenant_id,
+            thread_id=thread_id.lower(),
+            command=payload.command,
+        )
     return await _service(state).create(
         principal=principal, thread_id=thread_id, payload=payload, headers=dict(request.headers)
     )

@@ -29,6 +29,7 @@ from app.graphs.jsonable import dumps, error_payload, to_jsonable
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.events import EventHub, RunPublisher
 from app.runs.queue import ClaimedRun, release
+from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.schemas import run_json
 from app.threads import run_status
 
@@ -197,6 +198,8 @@ class RunExecutor:
         # The stored user is a plain dict after JSON; re-wrap it so LangGraph fills
         # runtime.server_info.user, as on the official server.
         configurable = config["configurable"] = restore_auth_user(config.get("configurable") or {})
+        if kwargs.get("strict_resume"):  # LangGraph refuses a resume no interrupt waits for
+            configurable[STRICT_RESUME_KEY] = True
         graph_in = graph_input(kwargs)
         if run.attempt > 1 and await self._has_progress(run):
             # Resume where the last attempt stopped: finished nodes keep their writes.
@@ -307,7 +310,7 @@ class RunExecutor:
                 interrupts=interrupts,
                 error=outcome.error,
             )
-            await self.hub.notify(conn, "e", run.run_id)
+            await self.hub.notify(conn, "e", run.run_id, thread_id=run.thread_id)
             if settled == "busy":  # runs queued behind this one may start now
                 await self.hub.notify(conn, "q")
         if settled == "busy":

@@ -121,6 +121,7 @@ def build_kwargs(
     if tags:
         config["tags"] = list(dict.fromkeys(tags))
     context = {**dict(assistant_context), **(payload.context or {})}
+    extra: dict[str, Any] = {"strict_resume": True} if payload.strict_resume else {}
     return {
         "input": payload.input,
         "command": payload.command,
@@ -137,6 +138,7 @@ def build_kwargs(
         "durability": _durability(payload),
         "checkpoint_during": payload.checkpoint_during,
         "on_completion": payload.on_completion or "delete",
+        **extra,
     }
 
 
