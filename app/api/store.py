@@ -9,6 +9,7 @@ from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep
+from app.api.responses import json_response
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
 
@@ -135,9 +136,7 @@ async def delete_item(body: StoreDelete, state: AppStateDep, principal: Principa
 @router.post(
     "/store/items/search", operation_id="search_store_items", response_model=SearchItemsResponse
 )
-async def search_items(
-    body: StoreSearch, state: AppStateDep, principal: PrincipalDep
-) -> dict[str, Any]:
+async def search_items(body: StoreSearch, state: AppStateDep, principal: PrincipalDep) -> Response:
     items = await _store(state, principal.tenant_id).asearch(
         _check_labels(body.namespace_prefix),
         query=body.query,
@@ -146,7 +145,7 @@ async def search_items(
         offset=body.offset,
         refresh_ttl=body.refresh_ttl,
     )
-    return {"items": [_item_json(item, with_score=True) for item in items]}
+    return json_response({"items": [_item_json(item, with_score=True) for item in items]})
 
 
 @router.post(

@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.paging import page_response
+from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
 from app.state import AppState
@@ -41,12 +42,24 @@ def _storage(state: AppState) -> GraphStorage:
 
 # The official server's default when a history request gives no limit.
 DEFAULT_HISTORY_LIMIT = 1
+SELECT_QUERY = Query(
+    None, description="Fields to return (repeated or comma-separated); `values.<key>` for one key."
+)
+
+
+def _query_list(values: list[str] | None) -> list[str] | None:
+    """A repeated query parameter, each value possibly a comma-separated list."""
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 @router.post(
     "/threads", operation_id="create_thread", response_model=Thread, response_model_exclude={"ttl"}
 )
-async def create_thread(body: ThreadCreate, state: AppStateDep, principal: PrincipalDep) -> Thread:
+async def create_thread(
+    body: ThreadCreate, state: AppStateDep, principal: PrincipalDep
+) -> Thread | Response:
     if body.supersteps:
         updates = StateUpdates(state, principal.tenant_id)
         thread = await thread_state.create_thread_with_supersteps(
@@ -57,7 +70,8 @@ async def create_thread(body: ThreadCreate, state: AppStateDep, principal: Princ
         )
         updates.wake()
         return thread
-    return await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
+    thread = await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
+    return model_response(thread, exclude={"ttl"})
 
 
 @router.post("/threads/search", operation_id="search_threads")
@@ -157,14 +171,20 @@ async def copy_thread(thread_id: str, state: AppStateDep, principal: PrincipalDe
     "/threads/{thread_id}/state", operation_id="get_thread_state", response_model=ThreadState
 )
 async def get_state(
-    thread_id: str, state: AppStateDep, principal: PrincipalDep, subgraphs: bool = Query(False)
-) -> ThreadState:
-    return await thread_state.get_state(
+    thread_id: str,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    subgraphs: bool = Query(False),
+    select: list[str] | None = SELECT_QUERY,
+) -> Response:
+    result = await thread_state.get_state(
         _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         subgraphs=subgraphs,
+        select=_query_list(select),
     )
+    return json_response(result)
 
 
 @router.post(
@@ -194,14 +214,16 @@ async def update_state(
 )
 async def get_state_at_checkpoint_post(
     thread_id: str, body: StateCheckpointRequest, state: AppStateDep, principal: PrincipalDep
-) -> ThreadState:
-    return await thread_state.get_state(
+) -> Response:
+    result = await thread_state.get_state(
         _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         checkpoint=body.checkpoint,
         subgraphs=body.subgraphs,
+        select=body.select,
     )
+    return json_response(result)
 
 
 @router.get(
@@ -215,14 +237,17 @@ async def get_state_at_checkpoint(
     state: AppStateDep,
     principal: PrincipalDep,
     subgraphs: bool = Query(False),
-) -> ThreadState:
-    return await thread_state.get_state(
+    select: list[str] | None = SELECT_QUERY,
+) -> Response:
+    result = await thread_state.get_state(
         _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         checkpoint={"checkpoint_id": checkpoint_id},
         subgraphs=subgraphs,
+        select=_query_list(select),
     )
+    return json_response(result)
 
 
 @router.post(
@@ -232,15 +257,16 @@ async def get_state_at_checkpoint(
 )
 async def post_history(
     thread_id: str, body: HistoryRequest, state: AppStateDep, principal: PrincipalDep
-) -> list[ThreadState]:
+) -> Response:
     if "limit" not in body.model_fields_set:
         body = body.model_copy(update={"limit": DEFAULT_HISTORY_LIMIT})
-    return await thread_state.get_history(
+    result = await thread_state.get_history(
         _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=body,
     )
+    return json_response(result)
 
 
 @router.get(
@@ -254,10 +280,12 @@ async def get_history(
     principal: PrincipalDep,
     limit: int = Query(DEFAULT_HISTORY_LIMIT, ge=1, le=1000),
     before: str | None = Query(None, description="checkpoint id"),
-) -> list[ThreadState]:
-    return await thread_state.get_history(
+    select: list[str] | None = SELECT_QUERY,
+) -> Response:
+    result = await thread_state.get_history(
         _storage(state),
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
-        body=HistoryRequest(limit=limit, before=before),
+        body=HistoryRequest(limit=limit, before=before, select=_query_list(select)),
     )
+    return json_response(result)

@@ -86,6 +86,11 @@ def dumps(obj: Any) -> str:
     return orjson.dumps(obj, default=_default, option=_OPTIONS).decode()
 
 
+def dump_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON of `obj` (HTTP bodies: encoded once, no intermediate copy)."""
+    return orjson.dumps(obj, default=_default, option=_OPTIONS)
+
+
 def to_jsonable(obj: Any) -> Any:
     """`obj` as plain JSON types (dicts, lists, str, numbers), for JSON columns."""
     return orjson.loads(orjson.dumps(obj, default=_default, option=_OPTIONS))

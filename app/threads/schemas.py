@@ -91,6 +91,10 @@ class ThreadSearch(ThreadCount):
     sort_by: str | None = None
     sort_order: str | None = None
     select: list[str] | None = None
+    extract: dict[str, str] | None = Field(
+        None,
+        description="Aliases to paths (`values.messages[-1].content`) returned in `extracted`.",
+    )
 
 
 class ThreadPrune(_Request):
@@ -112,6 +116,9 @@ class CheckpointRef(_Request):
 class StateCheckpointRequest(_Request):
     checkpoint: CheckpointRef
     subgraphs: bool = False
+    select: list[str] | None = Field(
+        None, description="Fields to return; `values.<key>` returns one state key."
+    )
 
 
 class StateUpdate(_Request):
@@ -132,6 +139,9 @@ class HistoryRequest(_Request):
     before: str | JSONObject | None = None
     metadata: JSONObject | None = None
     checkpoint: CheckpointRef | None = None
+    select: list[str] | None = Field(
+        None, description="Fields to return; `values.<key>` returns one state key."
+    )
 
 
 class ThreadState(BaseModel):

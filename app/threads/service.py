@@ -6,6 +6,7 @@ tenant's view of the saver (`saver.for_tenant`).
 
 from __future__ import annotations
 
+import re
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -204,8 +205,65 @@ async def delete_threads_of_assistant(
     return await delete_threads(engine, tenant_id=tenant_id, thread_ids=ids, saver=saver)
 
 
+# `extract` on thread search (as the official server): at most this many aliases, each a
+# plain identifier not shadowing a thread field, each path rooted in one of these columns.
+MAX_EXTRACT_PATHS = 10
+EXTRACTABLE_COLUMNS = ("values", "metadata", "config", "interrupts")
+_ALIAS = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PATH_SPLIT = re.compile(r"\.|\[")
+
+
+def check_extract(extract: dict[str, str] | None) -> dict[str, str] | None:
+    """Validate `extract` ({alias: "values.messages[-1].content"}); 422 saying what is wrong."""
+    if not extract:
+        return None
+    if len(extract) > MAX_EXTRACT_PATHS:
+        raise ValidationFailed(
+            f"extract: at most {MAX_EXTRACT_PATHS} paths are allowed, got {len(extract)}"
+        )
+    for alias, path in extract.items():
+        if alias in THREAD_FIELDS:
+            raise ValidationFailed(f"extract: alias {alias!r} is a thread field name")
+        if not _ALIAS.match(alias):
+            raise ValidationFailed(
+                f"extract: alias {alias!r} must be an identifier (letters, digits, underscores)"
+            )
+        root = _PATH_SPLIT.split(path, maxsplit=1)[0]
+        if root not in EXTRACTABLE_COLUMNS:
+            raise ValidationFailed(
+                f"extract: path {path!r} must start with one of {', '.join(EXTRACTABLE_COLUMNS)}"
+            )
+    return dict(extract)
+
+
+def extract_path(thread: JSONObject, path: str) -> Any:
+    """The value at `path` (`column.key[index].key`, negative indexes allowed) in a thread's
+    JSON, or None where the path does not resolve."""
+    parts = _PATH_SPLIT.split(path)
+    current: Any = thread.get(parts[0])
+    for part in parts[1:]:
+        if current is None:
+            return None
+        if not part:
+            continue
+        if part.endswith("]"):
+            try:
+                index = int(part[:-1])
+            except ValueError:
+                return None
+            if not isinstance(current, list) or not -len(current) <= index < len(current):
+                return None
+            current = current[index]
+        elif isinstance(current, dict):
+            current = current.get(part)
+        else:
+            return None
+    return current
+
+
 async def search_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadSearch) -> Page:
     fields = check_select(body.select, THREAD_FIELDS)
+    extract = check_extract(body.extract)
     check_sort_order(body.sort_order)
     ids = [parse_thread_id(i) for i in body.ids] if body.ids is not None else None
     async with engine.connect() as conn:
@@ -227,8 +285,16 @@ async def search_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadSea
         q.row_to_thread(row).model_dump(mode="json", exclude={"ttl"}) for row in rows[: body.limit]
     ]
     if fields:
-        items = [{k: item[k] for k in fields} for item in items]
+        items = [{k: item[k] for k in fields} | _extracted(item, extract) for item in items]
+    elif extract:
+        items = [item | _extracted(item, extract) for item in items]
     return Page(items=items, has_more=len(rows) > body.limit)
+
+
+def _extracted(thread: JSONObject, extract: dict[str, str] | None) -> JSONObject:
+    if not extract:
+        return {}
+    return {"extracted": {alias: extract_path(thread, path) for alias, path in extract.items()}}
 
 
 async def count_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadCount) -> int:

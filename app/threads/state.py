@@ -6,7 +6,7 @@ graph, builds the config and turns snapshots into the wire shape of contract sec
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ from langgraph.types import StateUpdate as GraphUpdate
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.types import utcnow
-from app.errors import Conflict, InvalidInput, NotFound
+from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.graphs.jsonable import interrupt_json, to_jsonable
 from app.graphs.registry import AccessContext, GraphRegistry
 from app.threads import queries as q
@@ -47,18 +47,25 @@ CHECKPOINT_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_ma
 StateChangeHook = Callable[[AsyncConnection, str, ThreadState], Awaitable[None]]
 
 
+def empty_state_json() -> JSONObject:
+    """A thread that exists but has no checkpoint (or no graph yet), in the wire shape."""
+    return {
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "checkpoint": None,
+        "parent_checkpoint": None,
+        "metadata": None,
+        "created_at": None,
+        "interrupts": [],
+        "checkpoint_id": None,
+        "parent_checkpoint_id": None,
+    }
+
+
 def empty_state() -> ThreadState:
     """A thread that exists but has no checkpoint (or no graph yet)."""
-    return ThreadState(
-        values={},
-        next=[],
-        tasks=[],
-        checkpoint=None,
-        parent_checkpoint=None,
-        metadata=None,
-        created_at=None,
-        interrupts=[],
-    )
+    return ThreadState(**empty_state_json())
 
 
 def _checkpoint_json(config: RunnableConfig | None) -> JSONObject | None:
@@ -82,15 +89,15 @@ def _task_json(task: Any) -> JSONObject:
     result: JSONObject = {
         "id": task.id,
         "name": task.name,
-        "path": to_jsonable(list(task.path)) if task.path else [],
+        "path": list(task.path) if task.path else [],
         "error": None if task.error is None else f"{type(task.error).__name__}({task.error})",
         "interrupts": [interrupt_json(i) for i in task.interrupts],
         "checkpoint": None,
         "state": None,
-        "result": to_jsonable(task.result) if task.result is not None else None,
+        "result": task.result,
     }
     if isinstance(nested, StateSnapshot):
-        result["state"] = snapshot_to_state(nested).model_dump(mode="json")
+        result["state"] = snapshot_json(nested)
     elif nested:
         # A subgraph task's config: {thread_id, checkpoint_ns} (checkpoint_id once it has one).
         configurable = nested.get("configurable") or {}
@@ -100,24 +107,95 @@ def _task_json(task: Any) -> JSONObject:
     return result
 
 
-def snapshot_to_state(snapshot: StateSnapshot) -> ThreadState:
-    """LangGraph's StateSnapshot in the contract's ThreadState shape."""
+def snapshot_json(snapshot: StateSnapshot) -> JSONObject:
+    """LangGraph's StateSnapshot in the contract's ThreadState shape, ready for the JSON
+    encoder (app.graphs.jsonable): graph values are not copied into JSON types first, so a
+    state is walked once, when the response is written."""
     checkpoint = _checkpoint_json(snapshot.config)
     if snapshot.created_at is None and snapshot.metadata is None:
-        return empty_state()
+        return empty_state_json()
     parent = _checkpoint_json(snapshot.parent_config)
-    return ThreadState(
-        values=to_jsonable(snapshot.values),
-        next=list(snapshot.next),
-        tasks=[_task_json(task) for task in snapshot.tasks],
-        checkpoint=checkpoint,
-        parent_checkpoint=parent,
-        metadata=to_jsonable(snapshot.metadata) if snapshot.metadata is not None else None,
-        created_at=snapshot.created_at,
-        interrupts=[interrupt_json(i) for i in snapshot.interrupts],
-        checkpoint_id=checkpoint["checkpoint_id"] if checkpoint else None,
-        parent_checkpoint_id=parent["checkpoint_id"] if parent else None,
-    )
+    return {
+        "values": snapshot.values,
+        "next": list(snapshot.next),
+        "tasks": [_task_json(task) for task in snapshot.tasks],
+        "checkpoint": checkpoint,
+        "parent_checkpoint": parent,
+        "metadata": snapshot.metadata,
+        "created_at": snapshot.created_at,
+        "interrupts": [interrupt_json(i) for i in snapshot.interrupts],
+        "checkpoint_id": checkpoint["checkpoint_id"] if checkpoint else None,
+        "parent_checkpoint_id": parent["checkpoint_id"] if parent else None,
+    }
+
+
+def snapshot_to_state(snapshot: StateSnapshot) -> ThreadState:
+    """LangGraph's StateSnapshot as a ThreadState model (JSON types only)."""
+    return ThreadState.model_validate(to_jsonable(snapshot_json(snapshot)))
+
+
+# `select` on state and history reads: top-level ThreadState fields, or `values.<key>` for
+# one state key (the SDK's ThreadStateSelectField).
+STATE_FIELDS = (
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "parent_checkpoint",
+    "metadata",
+    "created_at",
+    "interrupts",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+)
+
+
+@dataclass(frozen=True)
+class StateSelection:
+    """A validated `select`: the fields to keep, and which state keys of `values`."""
+
+    fields: tuple[str, ...]
+    value_keys: tuple[str, ...] | None  # None: the whole `values`
+
+    def apply(self, state: JSONObject) -> JSONObject:
+        result = {name: state[name] for name in self.fields}
+        if self.value_keys is not None and "values" in result:
+            values = result["values"]
+            if isinstance(values, Mapping):
+                result["values"] = {k: values[k] for k in self.value_keys if k in values}
+        return result
+
+
+def parse_state_select(select: Sequence[str] | None) -> StateSelection | None:
+    """`select` as a StateSelection (None: every field); 422 naming the allowed fields."""
+    if not select:
+        return None
+    fields: list[str] = []
+    value_keys: list[str] = []
+    whole_values = False
+    unknown = []
+    for name in select:
+        if name.startswith("values.") and len(name) > len("values."):
+            value_keys.append(name[len("values.") :])
+            name = "values"
+        elif name == "values":
+            whole_values = True
+        elif name not in STATE_FIELDS:
+            unknown.append(name)
+            continue
+        if name not in fields:
+            fields.append(name)
+    if unknown:
+        raise ValidationFailed(
+            f"select: unknown field(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(STATE_FIELDS)}, or values.<key>"
+        )
+    keys = None if whole_values or not value_keys else tuple(dict.fromkeys(value_keys))
+    return StateSelection(tuple(fields), keys)
+
+
+def _selected(state: JSONObject, selection: StateSelection | None) -> JSONObject:
+    return state if selection is None else selection.apply(state)
 
 
 def _thread_config(thread_id: str, checkpoint: CheckpointRef | JSONObject | None) -> RunnableConfig:
@@ -163,23 +241,26 @@ async def get_state(
     thread_id: str,
     checkpoint: CheckpointRef | JSONObject | None = None,
     subgraphs: bool = False,
-) -> ThreadState:
-    """Latest state, or the state at `checkpoint` (404 if that checkpoint does not exist)."""
+    select: Sequence[str] | None = None,
+) -> JSONObject:
+    """Latest state, or the state at `checkpoint` (404 if that checkpoint does not exist),
+    in the wire shape (`snapshot_json`), trimmed to `select`."""
+    selection = parse_state_select(select)
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id, metadata = await get_thread_metadata(
         engine, tenant_id=tenant_id, thread_id=thread_id
     )
     graph_id = _graph_id(thread_id, metadata, graphs)
     if graph_id is None:
-        return empty_state()
+        return _selected(empty_state_json(), selection)
     config = _thread_config(thread_id, checkpoint)
     async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
         snapshot = await graph.aget_state(config, subgraphs=subgraphs)
-    state = snapshot_to_state(snapshot)
+    state = snapshot_json(snapshot)
     wanted = config["configurable"].get("checkpoint_id")
-    if wanted and state.checkpoint is None:
+    if wanted and state["checkpoint"] is None:
         raise NotFound(f"Checkpoint '{wanted}' not found in thread '{thread_id}'")
-    return state
+    return _selected(state, selection)
 
 
 def _open(
@@ -222,8 +303,10 @@ async def get_history(
     tenant_id: str,
     thread_id: str,
     body: HistoryRequest,
-) -> list[ThreadState]:
-    """Checkpoints newest first; `[]` for a thread without a graph."""
+) -> list[JSONObject]:
+    """Checkpoints newest first in the wire shape (`snapshot_json`), each trimmed to
+    `body.select`; `[]` for a thread without a graph."""
+    selection = parse_state_select(body.select)
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id, metadata = await get_thread_metadata(
         engine, tenant_id=tenant_id, thread_id=thread_id
@@ -244,7 +327,7 @@ async def get_history(
         }
     async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
         return [
-            snapshot_to_state(snapshot)
+            _selected(snapshot_json(snapshot), selection)
             async for snapshot in graph.aget_state_history(
                 config, limit=body.limit, before=before, filter=body.metadata or None
             )
