@@ -398,10 +398,19 @@ class SQLSaver(SyncBridge):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of a thread (all namespaces)."""
-        thread_id = check_text(thread_id, "thread_id")
         async with self._writer() as conn:
-            for table in (checkpoints, checkpoint_blobs, checkpoint_writes):
-                await conn.execute(queries.delete_threads(table, self.tenant_id, [thread_id]))
+            await self.adelete_threads_in(conn, [thread_id])
+
+    async def adelete_threads_in(self, conn: AsyncConnection, thread_ids: Sequence[str]) -> None:
+        """Delete every checkpoint, blob and write of these threads inside the caller's
+        transaction `conn` (a thread row and its checkpoints go in one commit)."""
+        if isinstance(thread_ids, str):
+            raise InvalidCheckpointInput("thread_ids must be a sequence of thread ids")
+        ids = [check_text(t, "thread_id") for t in thread_ids]
+        if not ids:
+            return
+        for table in (checkpoints, checkpoint_blobs, checkpoint_writes):
+            await conn.execute(queries.delete_threads(table, self.tenant_id, ids))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes, and blobs nobody else uses) of runs.

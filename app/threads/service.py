@@ -164,12 +164,12 @@ async def patch_thread(
 async def delete_threads(
     engine: AsyncEngine, *, tenant_id: str, thread_ids: list[str], saver: Any
 ) -> int:
-    """Delete threads, their runs, run events and checkpoints; unknown ids are skipped."""
+    """Delete threads, their runs, run events and checkpoints, in one transaction; unknown
+    ids are skipped."""
     async with engine.begin() as conn:
         deleted = await q.delete_thread_rows(conn, tenant_id=tenant_id, thread_ids=thread_ids)
-    tenant_saver = saver.for_tenant(tenant_id)
-    for thread_id in deleted:
-        await tenant_saver.adelete_thread(thread_id)
+        if deleted:
+            await saver.for_tenant(tenant_id).adelete_threads_in(conn, deleted)
     return len(deleted)
 
 
