@@ -88,6 +88,8 @@ class ChunkTranslator:
             yield from self._messages_events(ns, chunk)
             return
         if mode in self.requested:
+            if mode == "debug":
+                chunk = debug_chunk(chunk)
             yield event_name(mode, ns), dumps(chunk)
 
     def _messages_events(self, ns: tuple[str, ...], chunk: Any) -> Iterator[tuple[str, str]]:
@@ -112,6 +114,55 @@ class ChunkTranslator:
             yield event_name("messages/complete", ns), dumps([message])
         else:
             yield event_name("messages/complete", ns), dumps([message])
+
+
+def config_to_checkpoint(config: Any) -> dict[str, Any] | None:
+    """A RunnableConfig's checkpoint as the API's Checkpoint shape (None without an id)."""
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    if (
+        not configurable
+        or not configurable.get("thread_id")
+        or not configurable.get("checkpoint_id")
+    ):
+        return None
+    checkpoint: dict[str, Any] = {
+        "checkpoint_id": configurable["checkpoint_id"],
+        "thread_id": configurable["thread_id"],
+    }
+    if "checkpoint_ns" in configurable:
+        checkpoint["checkpoint_ns"] = configurable["checkpoint_ns"] or ""
+    if "checkpoint_map" in configurable:
+        checkpoint["checkpoint_map"] = configurable["checkpoint_map"]
+    return checkpoint
+
+
+def _debug_task(task: Any) -> Any:
+    state = task.get("state") if isinstance(task, dict) else None
+    if not isinstance(state, dict) or not state.get("configurable"):
+        return task
+    out = {k: v for k, v in task.items() if k != "state"}
+    out["checkpoint"] = state["configurable"]
+    return out
+
+
+def debug_chunk(chunk: Any) -> Any:
+    """The official server's `debug` checkpoint payload (contract 6.3): `checkpoint` and
+    `parent_checkpoint` next to LangGraph's `config` / `parent_config`, and each task's
+    `state` config replaced by a `checkpoint` key. Other debug chunks pass unchanged."""
+    if not isinstance(chunk, dict) or chunk.get("type") != "checkpoint":
+        return chunk
+    payload = chunk.get("payload")
+    if not isinstance(payload, dict):
+        return chunk
+    return {
+        **chunk,
+        "payload": {
+            **payload,
+            "checkpoint": config_to_checkpoint(payload.get("config")),
+            "parent_checkpoint": config_to_checkpoint(payload.get("parent_config")),
+            "tasks": [_debug_task(t) for t in payload.get("tasks") or []],
+        },
+    }
 
 
 def split_chunk(item: Any, *, subgraphs: bool) -> tuple[tuple[str, ...], str, Any]:
