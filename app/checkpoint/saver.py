@@ -35,11 +35,11 @@ from app import metrics
 from app.checkpoint import codec, delta, maintenance, queries
 from app.checkpoint.bridge import SyncBridge
 from app.checkpoint.codec import check_text
-from app.checkpoint.direct import DirectExecutor
 from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import autocommit_read_options, single_statement_autocommit
+from app.db.direct import DirectExecutor
 from app.db.engine import create_engine
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow

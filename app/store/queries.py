@@ -17,6 +17,7 @@ from sqlalchemy import (
     Delete,
     Integer,
     Select,
+    Table,
     Update,
     and_,
     bindparam,
@@ -90,31 +91,21 @@ def _prefix_params(prefix: str) -> Params:
 # itself takes on the server.
 
 
-@lru_cache(maxsize=4)
-def _get_statement(many: bool) -> Select[Any]:
-    if many:
-        keys: ColumnElement[bool] = tuple_(store_items.c.prefix, store_items.c.key).in_(
-            bindparam("b_keys", expanding=True)
+@lru_cache(maxsize=16)
+def get_statement(slots: int) -> Select[Any]:
+    """Live items of up to `slots` (prefix, key) pairs, bound as `b_p<i>` / `b_k<i>` (callers
+    pad unused slots with a repeated pair); `b_tenant`, `b_now`."""
+    if slots == 1:
+        keys: ColumnElement[bool] = and_(
+            store_items.c.prefix == bindparam("b_p0"), store_items.c.key == bindparam("b_k0")
         )
     else:
-        keys = and_(
-            store_items.c.prefix == bindparam("b_prefix"), store_items.c.key == bindparam("b_key")
+        keys = tuple_(store_items.c.prefix, store_items.c.key).in_(
+            [tuple_(bindparam(f"b_p{i}"), bindparam(f"b_k{i}")) for i in range(slots)]
         )
     return select(*ITEM_COLUMNS).where(
         store_items.c.tenant_id == bindparam("b_tenant"), keys, _live_bound()
     )
-
-
-def get_items(
-    tenant_id: str, keys: Sequence[tuple[str, str]], now: datetime
-) -> tuple[Select[Any], Params]:
-    """Live items for several (prefix, key) pairs in one query."""
-    params: Params = {"b_tenant": tenant_id, "b_now": now}
-    if len(keys) == 1:
-        params["b_prefix"], params["b_key"] = keys[0]
-        return _get_statement(False), params
-    params["b_keys"] = list(keys)
-    return _get_statement(True), params
 
 
 @lru_cache(maxsize=512)
@@ -164,6 +155,20 @@ def _search_params(
     return leaves, params
 
 
+def search_statement(dialect: str, has_prefix: bool, leaves: tuple[Leaf, ...]) -> Select[Any]:
+    """The statement of `search_items` for one shape (bound as `search_params` binds, plus
+    `b_limit` and `b_offset`)."""
+    return _search_statement(dialect, has_prefix, leaves, False)
+
+
+def search_params(
+    tenant_id: str, prefix: str | None, filter: Mapping[str, Any] | None, now: datetime
+) -> tuple[tuple[Leaf, ...], Params]:
+    """(shape, bound parameters) of a search: its filter leaves, and tenant, now, prefix
+    bounds and filter values."""
+    return _search_params(tenant_id, prefix, filter, now)
+
+
 def search_items(
     dialect: Dialect | str,
     tenant_id: str,
@@ -197,17 +202,35 @@ def search_vectors(
     return _search_statement(name, bool(prefix), leaves, True), params
 
 
-def refresh_expiry(tenant_id: str) -> Update:
-    """Executemany: set `expires_at` of (b_prefix, b_key) to b_expires_at."""
+def _one_item(table: Table) -> tuple[ColumnElement[bool], ...]:
+    """The row(s) of one item: (b_tenant, b_prefix, b_key), for executemany."""
+    return (
+        table.c.tenant_id == bindparam("b_tenant"),
+        table.c.prefix == bindparam("b_prefix"),
+        table.c.key == bindparam("b_key"),
+    )
+
+
+@lru_cache(maxsize=1)
+def refresh_expiry() -> Update:
+    """Executemany: set `expires_at` of (b_tenant, b_prefix, b_key) to b_expires_at."""
     return (
         update(store_items)
-        .where(
-            store_items.c.tenant_id == tenant_id,
-            store_items.c.prefix == bindparam("b_prefix"),
-            store_items.c.key == bindparam("b_key"),
-        )
+        .where(*_one_item(store_items))
         .values(expires_at=bindparam("b_expires_at"))
     )
+
+
+@lru_cache(maxsize=1)
+def delete_item() -> Delete:
+    """Executemany: delete the item (b_tenant, b_prefix, b_key)."""
+    return delete(store_items).where(*_one_item(store_items))
+
+
+@lru_cache(maxsize=1)
+def delete_item_vectors() -> Delete:
+    """Executemany: delete every vector of the item (b_tenant, b_prefix, b_key)."""
+    return delete(store_vectors).where(*_one_item(store_vectors))
 
 
 @lru_cache(maxsize=4)
@@ -249,11 +272,11 @@ def delete_vectors(tenant_id: str, keys: Sequence[tuple[str, str]]) -> Delete:
     return delete(store_vectors).where(store_vectors.c.tenant_id == tenant_id, cond)
 
 
-def next_namespace(
-    tenant_id: str, now: datetime, lower: str, upper: str | None, limit: int | None = None
-) -> Select[Any]:
-    """Distinct live prefixes from `lower` (inclusive) below `upper`, in byte order, as a
-    loose index scan (the first `limit` of them, or all).
+@lru_cache(maxsize=4)
+def next_namespace(bounded_above: bool, limited: bool) -> Select[Any]:
+    """Distinct live prefixes from `b_lower` (inclusive), below `b_upper` if `bounded_above`,
+    in byte order, as a loose index scan (the first `b_limit` of them if `limited`, or all);
+    `b_tenant`, `b_now`.
 
     A recursive query jumps from one prefix to the next through the primary key, so listing
     namespaces costs one index probe per namespace, not a scan of every item; the walk stops
@@ -261,14 +284,16 @@ def next_namespace(
     """
 
     def bounded(stmt: Select[Any]) -> Select[Any]:
-        stmt = stmt.where(store_items.c.tenant_id == tenant_id, live(now))
-        if upper is not None:
-            stmt = stmt.where(store_items.c.prefix < upper)
+        stmt = stmt.where(store_items.c.tenant_id == bindparam("b_tenant"), _live_bound())
+        if bounded_above:
+            stmt = stmt.where(store_items.c.prefix < bindparam("b_upper"))
         # a literal LIMIT 1 in index order: the planner walks the primary key (a bound
         # LIMIT would be costed as 10% of the rows)
         return stmt.order_by(store_items.c.prefix).limit(literal_column("1"))
 
-    first = bounded(select(store_items.c.prefix).where(store_items.c.prefix >= lower))
+    first = bounded(
+        select(store_items.c.prefix).where(store_items.c.prefix >= bindparam("b_lower"))
+    )
     walk = select(first.scalar_subquery().label("prefix")).cte("ns", recursive=True)
     after = bounded(
         select(store_items.c.prefix).where(store_items.c.prefix > walk.c.prefix)
@@ -277,7 +302,7 @@ def next_namespace(
         select(after.label("prefix")).select_from(walk).where(walk.c.prefix.is_not(None))
     )
     stmt = select(walk.c.prefix).where(walk.c.prefix.is_not(None))
-    return stmt.limit(limit) if limit is not None else stmt
+    return stmt.limit(bindparam("b_limit", type_=Integer)) if limited else stmt
 
 
 def expired_vectors(now: datetime) -> Delete:

@@ -44,12 +44,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
 from app.db import migrate
-from app.db.dialect import single_statement_autocommit
+from app.db.dialect import autocommit_read_options, single_statement_autocommit
+from app.db.direct import Runner, Step
 from app.db.engine import create_engine
 from app.db.types import utcnow
 from app.errors import InvalidInput
 from app.store import pgvector, queries
 from app.store.config import StoreIndex, parse_index_config, parse_ttl_config
+from app.store.direct import DirectStore
 from app.store.maintenance import reindex_items, sweep
 from app.store.validation import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -59,7 +61,7 @@ from app.store.validation import (
     validate_op,
 )
 from app.store.vectors import cosine_scores, embed_fields, rank, texts_to_embed
-from app.store.writes import write_statements
+from app.store.writes import item_rows, write_statements
 
 Clock = Callable[[], datetime]
 PgvectorMode = Literal["auto", "off"]
@@ -81,6 +83,10 @@ class _Shared:
     pgvector: bool | None = None
     # the same pool without BEGIN / COMMIT where one statement is atomic (PostgreSQL)
     autocommit: AsyncEngine = field(init=False)
+    # the same pool for reads: no BEGIN / COMMIT, no SQLite write lock
+    reads: AsyncEngine = field(init=False)
+    # put, get, search without a query, list_namespaces: pre-compiled (app/store/direct.py)
+    direct: DirectStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.autocommit = (
@@ -88,6 +94,35 @@ class _Shared:
             if single_statement_autocommit(self.engine.dialect)
             else self.engine
         )
+        self.reads = self.engine.execution_options(**autocommit_read_options(self.engine.dialect))
+        self.direct = DirectStore(self.engine)
+
+
+@dataclass
+class _Batch:
+    """The ops of one `abatch` call by kind, each with its index in the results."""
+
+    gets: list[tuple[int, GetOp]] = field(default_factory=list)
+    searches: list[tuple[int, SearchOp]] = field(default_factory=list)  # without a query
+    semantic: list[tuple[int, SearchOp]] = field(default_factory=list)
+    listings: list[tuple[int, ListNamespacesOp]] = field(default_factory=list)
+    puts: dict[tuple[str, str], PutOp] = field(default_factory=dict)  # the last put wins
+    encoded: dict[tuple[str, str], str] = field(default_factory=dict)  # values as JSON text
+    writes: list[Step] = field(default_factory=list)  # the puts as direct steps
+
+    def add(self, i: int, op: Op, encoded: str | None) -> None:
+        """`encoded`: a put's value as validated JSON text (`validate_op`)."""
+        if isinstance(op, PutOp):
+            ident = (join_namespace(op.namespace), op.key)
+            self.puts[ident] = op
+            if encoded is not None:
+                self.encoded[ident] = encoded
+        elif isinstance(op, GetOp):
+            self.gets.append((i, op))
+        elif isinstance(op, SearchOp):
+            (self.searches if op.query is None else self.semantic).append((i, op))
+        else:
+            self.listings.append((i, op))
 
 
 @contextmanager
@@ -274,65 +309,91 @@ class SQLStore(BaseStore):
         return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run every op of the batch (results in the order of `ops`)."""
+        """Run every op of the batch (results in the order of `ops`).
+
+        Gets, searches without a query, namespace listings and the writes of a store
+        without an index run pre-compiled on the pooled driver connection (app/store/
+        direct.py; one connection held across the batch when it has several units): the
+        reads, then the TTL refreshes and writes as one atomic unit. Semantic searches and
+        puts that write vectors go through SQLAlchemy (`_search`, `_write_with_vectors`).
+        """
         started = time.perf_counter()
         shared = self._shared
         shared.loop = asyncio.get_running_loop()
         op_list = list(ops)
-        for op in op_list:
-            validate_op(op, shared.max_value_bytes)
-        results: list[Result] = [None] * len(op_list)
-        gets = [(i, op) for i, op in enumerate(op_list) if isinstance(op, GetOp)]
-        searches = [(i, op) for i, op in enumerate(op_list) if isinstance(op, SearchOp)]
-        listings = [(i, op) for i, op in enumerate(op_list) if isinstance(op, ListNamespacesOp)]
-        puts: dict[tuple[str, str], PutOp] = {}
-        for op in op_list:
-            if isinstance(op, PutOp):
-                puts[(join_namespace(op.namespace), op.key)] = op
-        query_vectors = await self._embed_queries([op for _, op in searches])
+        max_value_bytes = shared.max_value_bytes
+        batch = _Batch()
+        for i, op in enumerate(op_list):  # everything is checked before anything runs
+            batch.add(i, op, validate_op(op, max_value_bytes))
+        puts = batch.puts
+        query_vectors = await self._embed_queries([op for _, op in batch.semantic])
         put_vectors = await self._embed_puts(puts)
         now = shared.clock()
-        writes = write_statements(
-            shared.engine.dialect, self.tenant_id, shared.index, puts, put_vectors, now
+        results: list[Result] = [None] * len(op_list)
+        refresh: dict[tuple[str, str], datetime] = {}
+        if batch.semantic:
+            async with shared.reads.connect() as conn:
+                for i, search in batch.semantic:
+                    results[i] = await self._search(conn, search, now, query_vectors, refresh)
+        with_vectors = bool(puts) and shared.index is not None
+        if not with_vectors:
+            batch.writes = self._direct_writes(puts, batch.encoded, now)
+        units = (
+            bool(batch.gets)
+            + len(batch.searches)
+            + len(batch.listings)
+            + bool(batch.writes or (refresh and not with_vectors))
         )
-        # PostgreSQL: one statement is atomic by itself, so a batch with at most one write
-        # skips the BEGIN / COMMIT round trips (reads see per-statement snapshots under READ
-        # COMMITTED either way). SQLite always takes the engine's BEGIN IMMEDIATE.
-        engine = shared.autocommit if len(writes) <= 1 else shared.engine
-        async with engine.begin() as conn:
-            refresh: dict[tuple[str, str], datetime] = {}
-            if gets:
-                await self._gets(conn, gets, now, results, refresh)
-            for i, search in searches:
-                results[i] = await self._search(conn, search, now, query_vectors, refresh)
-            for i, listing in listings:
-                results[i] = await self._list_namespaces(conn, listing, now)
-            if refresh:
-                await conn.execute(
-                    queries.refresh_expiry(self.tenant_id),
-                    [
-                        {"b_prefix": p, "b_key": k, "b_expires_at": exp}
-                        for (p, k), exp in refresh.items()
-                    ],
-                )
-            for statement, rows in writes:
-                await conn.execute(statement, rows)
+        if units == 1:  # a connection per unit: none held in between
+            await self._run_direct(shared.direct.executor, batch, results, refresh, now)
+        elif units > 1:
+            async with shared.direct.session() as session:
+                await self._run_direct(session, batch, results, refresh, now)
+        if with_vectors:
+            await self._write_with_vectors(puts, put_vectors, now, refresh)
         metrics.observe_store_batch([_op_name(op) for op in op_list], time.perf_counter() - started)
         return results
+
+    async def _run_direct(
+        self,
+        runner: Runner,
+        batch: _Batch,
+        results: list[Result],
+        refresh: dict[tuple[str, str], datetime],
+        now: datetime,
+    ) -> None:
+        """The batch's direct reads, then its TTL refreshes and direct writes (one unit)."""
+        if batch.gets:
+            await self._gets(runner, batch.gets, now, results, refresh)
+        for i, search in batch.searches:
+            results[i] = await self._search_direct(runner, search, now, refresh)
+        for i, listing in batch.listings:
+            results[i] = await self._list_namespaces(runner, listing, now)
+        writes = batch.writes
+        if refresh and not (batch.puts and self._shared.index is not None):
+            writes = [(self._shared.direct.refresh, self._refresh_rows(refresh)), *writes]
+        if writes:
+            await runner.write(*writes)
+
+    def _refresh_rows(self, refresh: dict[tuple[str, str], datetime]) -> list[dict[str, Any]]:
+        tenant = self.tenant_id
+        return [
+            {"b_tenant": tenant, "b_prefix": p, "b_key": k, "b_expires_at": expires}
+            for (p, k), expires in refresh.items()
+        ]
 
     # ------------------------------------------------------------------ reads
 
     async def _gets(
         self,
-        conn: AsyncConnection,
+        runner: Runner,
         gets: list[tuple[int, GetOp]],
         now: datetime,
         results: list[Result],
         refresh: dict[tuple[str, str], datetime],
     ) -> None:
         wanted = list(dict.fromkeys((join_namespace(op.namespace), op.key) for _, op in gets))
-        stmt, params = queries.get_items(self.tenant_id, wanted, now)
-        rows = (await conn.execute(stmt, params)).all()
+        rows = await self._shared.direct.get(runner, self.tenant_id, wanted, now)
         found = {(row.prefix, row.key): row for row in rows}
         for i, op in gets:
             row = found.get((join_namespace(op.namespace), op.key))
@@ -342,6 +403,25 @@ class SQLStore(BaseStore):
             if op.refresh_ttl and row.ttl_minutes is not None:
                 refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
 
+    async def _search_direct(
+        self,
+        runner: Runner,
+        op: SearchOp,
+        now: datetime,
+        refresh: dict[tuple[str, str], datetime],
+    ) -> list[SearchItem]:
+        """A search without a query: newest `updated_at` first, then key."""
+        prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
+        leaves, params = queries.search_params(self.tenant_id, prefix, op.filter, now)
+        params["b_limit"] = op.limit
+        params["b_offset"] = op.offset
+        rows = await runner.fetch(self._shared.direct.search(bool(prefix), leaves), params)
+        if op.refresh_ttl:
+            for row in rows:
+                if row.ttl_minutes is not None:
+                    refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
+        return [_search_item(row, None) for row in rows]
+
     async def _search(
         self,
         conn: AsyncConnection,
@@ -350,32 +430,27 @@ class SQLStore(BaseStore):
         query_vectors: dict[str, list[float]],
         refresh: dict[tuple[str, str], datetime],
     ) -> list[SearchItem]:
+        """A semantic search (with a query); those without one run in `_search_direct`."""
+        assert op.query is not None
         prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
         dialect = conn.dialect
-        if op.query is None:
-            stmt, params = queries.search_items(
-                dialect, self.tenant_id, prefix, op.filter, now, limit=op.limit, offset=op.offset
-            )
-            rows = (await conn.execute(stmt, params)).all()
-            found = [(_search_item(row, None), row) for row in rows]
+        index = self._shared.index
+        assert index is not None  # _embed_queries raised otherwise
+        vector = query_vectors[op.query]
+        if await self._pgvector(conn):
+            scored = await pgvector.search(
+                conn, self.tenant_id, prefix, op.filter, now, index, vector,
+                op.offset + op.limit,
+            )  # fmt: skip
         else:
-            index = self._shared.index
-            assert index is not None  # _embed_queries raised otherwise
-            vector = query_vectors[op.query]
-            if await self._pgvector(conn):
-                scored = await pgvector.search(
-                    conn, self.tenant_id, prefix, op.filter, now, index, vector,
-                    op.offset + op.limit,
-                )  # fmt: skip
-            else:
-                stmt, params = queries.search_vectors(
-                    dialect, self.tenant_id, prefix, op.filter, now, index.model_id
-                )
-                candidates = (await conn.execute(stmt, params)).all()
-                scores = cosine_scores(vector, [r.embedding for r in candidates])
-                scored = list(zip(scores, candidates, strict=True))
-            window = rank(scored)[op.offset : op.offset + op.limit]
-            found = [(_search_item(row, score), row) for score, row in window]
+            stmt, params = queries.search_vectors(
+                dialect, self.tenant_id, prefix, op.filter, now, index.model_id
+            )
+            candidates = (await conn.execute(stmt, params)).all()
+            scores = cosine_scores(vector, [r.embedding for r in candidates])
+            scored = list(zip(scores, candidates, strict=True))
+        window = rank(scored)[op.offset : op.offset + op.limit]
+        found = [(_search_item(row, score), row) for score, row in window]
         if op.refresh_ttl:
             for _, row in found:
                 if row.ttl_minutes is not None:
@@ -389,7 +464,7 @@ class SQLStore(BaseStore):
         return shared.pgvector
 
     async def _list_namespaces(
-        self, conn: AsyncConnection, op: ListNamespacesOp, now: datetime
+        self, runner: Runner, op: ListNamespacesOp, now: datetime
     ) -> list[tuple[str, ...]]:
         conditions = tuple(op.match_conditions or ())
         lower, upper = "", None
@@ -404,6 +479,8 @@ class SQLStore(BaseStore):
                     lower = join_namespace(tuple(fixed))
                     upper = lower + "/"
                 break
+        direct = self._shared.direct
+        params = {"b_tenant": self.tenant_id, "b_now": now, "b_lower": lower, "b_upper": upper}
         literal_only = op.max_depth is None and all(
             c.match_type == "prefix" and "*" not in c.path for c in conditions[:1]
         )
@@ -413,12 +490,12 @@ class SQLStore(BaseStore):
             # admits only such siblings. Without one among the first offset + limit, those
             # are the answer and the walk stops there.
             want = op.offset + op.limit
-            stmt = queries.next_namespace(self.tenant_id, now, lower, upper, limit=want)
-            first = [prefix for (prefix,) in await conn.execute(stmt)]
+            stmt = direct.listing(upper is not None, True)
+            first = [row.prefix for row in await runner.fetch(stmt, {**params, "b_limit": want})]
             if not any(ch < SEPARATOR for prefix in first for ch in prefix):
                 return [split_prefix(prefix) for prefix in first[op.offset : want]]
-        rows = await conn.execute(queries.next_namespace(self.tenant_id, now, lower, upper))
-        namespaces = [split_prefix(prefix) for (prefix,) in rows]
+        rows = await runner.fetch(direct.listing(upper is not None, False), params)
+        namespaces = [split_prefix(row.prefix) for row in rows]
         namespaces = [ns for ns in namespaces if all(_matches(c, ns) for c in conditions)]
         if op.max_depth is not None:
             namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
@@ -427,6 +504,48 @@ class SQLStore(BaseStore):
         return namespaces[op.offset : op.offset + op.limit]
 
     # ------------------------------------------------------------------ writes
+
+    def _direct_writes(
+        self, puts: dict[tuple[str, str], PutOp], encoded: dict[tuple[str, str], str], now: datetime
+    ) -> list[Step]:
+        """The puts of a store without an index as direct steps: deletes (vectors an indexed
+        store may have left, then the items), then one upsert (one row per item)."""
+        direct = self._shared.direct
+        tenant = self.tenant_id
+        steps: list[Step] = []
+        removed = [
+            {"b_tenant": tenant, "b_prefix": p, "b_key": k}
+            for (p, k), op in puts.items()
+            if op.value is None
+        ]
+        if removed:
+            steps += [(direct.delete_vectors, removed), (direct.delete_items, removed)]
+        rows = item_rows(tenant, puts, now, encoded)
+        if rows:
+            steps.append((direct.upsert, rows))
+        return steps
+
+    async def _write_with_vectors(
+        self,
+        puts: dict[tuple[str, str], PutOp],
+        put_vectors: dict[tuple[str, str], list[tuple[str, bytes]]],
+        now: datetime,
+        refresh: dict[tuple[str, str], datetime],
+    ) -> None:
+        """The puts of a store with an index, and the batch's TTL refreshes, in one
+        transaction. Vectors are written here: `write_statements` (app/store/writes.py)
+        replaces each put item's vectors."""
+        shared = self._shared
+        writes = write_statements(
+            shared.engine.dialect, self.tenant_id, shared.index, puts, put_vectors, now
+        )
+        # PostgreSQL: one statement is atomic by itself (no BEGIN / COMMIT round trips)
+        one = len(writes) + bool(refresh) <= 1
+        async with (shared.autocommit if one else shared.engine).begin() as conn:
+            if refresh:
+                await conn.execute(queries.refresh_expiry(), self._refresh_rows(refresh))
+            for statement, rows in writes:
+                await conn.execute(statement, rows)
 
     # ------------------------------------------------------------------ embeddings
 

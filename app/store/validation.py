@@ -95,8 +95,9 @@ def _index(index: Any) -> None:
                 raise InvalidInput(f"index path {path!r} is malformed") from exc
 
 
-def validate_op(op: Op, max_value_bytes: int) -> None:
-    """Raise InvalidInput / PayloadTooLarge when `op` cannot run as given."""
+def validate_op(op: Op, max_value_bytes: int) -> str | None:
+    """Raise InvalidInput / PayloadTooLarge when `op` cannot run as given; a put's value
+    comes back as its JSON text (None for every other op)."""
     if isinstance(op, GetOp):
         _labels(op.namespace, "namespace", allow_empty=False)
         _key(op.key)
@@ -106,9 +107,10 @@ def validate_op(op: Op, max_value_bytes: int) -> None:
             raise InvalidInput('the root label "langgraph" is reserved')
         _key(op.key)
         if op.value is not None:
-            encode_value(op.value, max_value_bytes)
+            text = encode_value(op.value, max_value_bytes)
             _index(op.index)
             _ttl(op.ttl)
+            return text
     elif isinstance(op, SearchOp):
         _labels(op.namespace_prefix, "namespace_prefix", allow_empty=True)
         validate_filter(op.filter)
@@ -129,3 +131,4 @@ def validate_op(op: Op, max_value_bytes: int) -> None:
         _count(op.offset, "offset")
     else:
         raise InvalidInput(f"unknown store operation {type(op).__name__}")
+    return None

@@ -16,6 +16,36 @@ from app.store.config import StoreIndex
 _CHUNK = 500  # rows per statement: well under both dialects' parameter limits
 
 
+def item_rows(
+    tenant: str,
+    puts: dict[tuple[str, str], PutOp],
+    now: datetime,
+    encoded: dict[tuple[str, str], str] | None = None,
+) -> list[dict[str, Any]]:
+    """Upsert rows (`queries.upsert_items`) of the puts that store a value; `encoded` holds
+    values already serialized to JSON text (the direct path binds them as they are)."""
+    rows: list[dict[str, Any]] = []
+    for ident, op in puts.items():
+        value = op.value
+        if value is None:
+            continue
+        ttl = op.ttl
+        rows.append(
+            {
+                "tenant_id": tenant,
+                "prefix": ident[0],
+                "key": ident[1],
+                "value": encoded[ident] if encoded is not None else dict(value),
+                "created_at": now,
+                "updated_at": now,
+                "expires_at": now + timedelta(minutes=ttl) if ttl is not None else None,
+                "ttl_minutes": float(ttl) if ttl is not None else None,
+                "index_fields": [] if op.index is False else op.index,
+            }
+        )
+    return rows
+
+
 def write_statements(
     dialect: Dialect,
     tenant: str,
@@ -31,24 +61,7 @@ def write_statements(
     parameter limits.
     """
     removed = [ident for ident, op in puts.items() if op.value is None]
-    rows: list[dict[str, Any]] = []
-    for (prefix, key), op in puts.items():
-        if op.value is None:
-            continue
-        ttl = op.ttl
-        rows.append(
-            {
-                "tenant_id": tenant,
-                "prefix": prefix,
-                "key": key,
-                "value": dict(op.value),
-                "created_at": now,
-                "updated_at": now,
-                "expires_at": now + timedelta(minutes=ttl) if ttl is not None else None,
-                "ttl_minutes": float(ttl) if ttl is not None else None,
-                "index_fields": [] if op.index is False else op.index,
-            }
-        )
+    rows = item_rows(tenant, puts, now)
     statements: list[tuple[Executable, list[dict[str, Any]] | None]] = []
     stale = list(puts) if index is not None else removed
     for start in range(0, len(stale), _CHUNK):

@@ -1,0 +1,289 @@
+"""Hot paths: pre-compiled statements run on the pooled driver connection.
+
+Used by the saver (checkpoint put, pending writes, get) and the Store (put, get, search
+without a query). Each is a fixed statement shape (or a few, cached by the caller), so
+most of their cost used to be SQLAlchemy's per-execute work (execution context, parameter and
+result processing objects, cursor adaptation), and on SQLite one thread hop per step of
+aiosqlite (BEGIN, each statement, fetch, COMMIT). Here each statement is compiled once by the
+engine's own dialect (same SQL, same bind and result processors, so values are encoded and
+decoded exactly as SQLAlchemy would) and run on the connection the engine's pool checked out:
+
+- PostgreSQL (asyncpg): one autocommitted statement through asyncpg's prepared-statement
+  cache, one round trip, committed when it returns; a batch of rows is pipelined and atomic
+  (asyncpg runs it in one implicit transaction ending at its single Sync). Several
+  statements run in one explicit transaction.
+- SQLite (aiosqlite): the whole unit of work (BEGIN IMMEDIATE, statements, COMMIT, or one
+  read) in ONE hop to the connection's worker thread; a failure rolls back before returning.
+
+A `session()` keeps one pooled connection for several units (a Store batch's reads, then
+its writes). `before_cursor_execute` listeners are told of each statement. Driver errors
+come back as the `DBAPIError`s SQLAlchemy would raise, and a connection the error broke is
+invalidated, so the pool never hands it out again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import namedtuple
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, InvalidRequestError
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.util import await_, greenlet_spawn
+
+_SUPPLIED = object()  # marks a bind whose value comes with each call
+
+# (statement, rows of parameters): one step of a write; each row runs the statement once
+Step = tuple["DirectStatement", Sequence[Mapping[str, Any]]]
+
+
+class DirectStatement:
+    """One statement compiled for the engine's dialect, with its positional bind order, bind
+    processors and (for queries) result processors and column names.
+
+    Binds named in `raw` skip their processor: the caller passes what the driver takes (e.g.
+    JSON text it has already serialized while validating a value).
+    """
+
+    def __init__(
+        self, statement: ClauseElement, engine: AsyncEngine, raw: Collection[str] = ()
+    ) -> None:
+        dialect = engine.dialect
+        compiled: Any = statement.compile(dialect=dialect)  # a SQLCompiler
+        if compiled.positiontup is None:
+            raise ValueError("DirectStatement needs a positional paramstyle")
+        supplied = {
+            name
+            for name, bind in compiled.binds.items()
+            if bind.required or bind.callable is not None
+        }
+        if supplied & {bind.key for bind in compiled.post_compile_params}:
+            raise ValueError("DirectStatement cannot expand a list supplied per call")
+        # literal IN lists (e.g. SQLite's `json_type(...) IN ('integer', 'real')` of a
+        # filter) are expanded here, once
+        state = compiled.construct_expanded_state(dict.fromkeys(supplied))
+        self.sql = state.statement
+        processors: Mapping[str, Callable[[Any], Any]] = {
+            **compiled._bind_processors,
+            **state.processors,  # those of expanded list elements
+        }
+        # (name, processor, constant): a bind the caller supplies, or a literal the statement
+        # itself carries (e.g. the `idx < 0` of the writes upsert), processed once here
+        self._binds: list[tuple[str, Callable[[Any], Any] | None, Any]] = []
+        for name in state.positiontup or ():
+            process = processors.get(name)
+            if name in supplied:
+                self._binds.append((name, None if name in raw else process, _SUPPLIED))
+            else:
+                value = state.parameters[name]
+                self._binds.append((name, None, value if process is None else process(value)))
+        columns = list(getattr(statement, "selected_columns", []))
+        self._row_type: Any = namedtuple("DirectRow", [c.key for c in columns])  # type: ignore[misc]
+        self._results: list[Callable[[Any], Any] | None] = [
+            _result_processor(c.type, dialect) for c in columns
+        ]
+
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
+        """Positional driver arguments for one row of named parameters."""
+        return [
+            constant
+            if constant is not _SUPPLIED
+            else params[name]
+            if process is None
+            else process(params[name])
+            for name, process, constant in self._binds
+        ]
+
+    def rows(self, raw: Sequence[Sequence[Any]]) -> list[Any]:
+        """Driver rows as named tuples, each value through its type's result processor."""
+        processors = self._results
+        if not any(processors):
+            return [self._row_type(*row) for row in raw]
+        return [
+            self._row_type(
+                *[v if p is None else p(v) for p, v in zip(processors, row, strict=True)]
+            )
+            for row in raw
+        ]
+
+
+def _result_processor(type_: Any, dialect: Any) -> Callable[[Any], Any] | None:
+    try:
+        processor: Callable[[Any], Any] | None = type_._cached_result_processor(dialect, None)
+    except (TypeError, ValueError, LookupError, InvalidRequestError):
+        # PostgreSQL's Float picks its processor by the column's type OID, which a compiled
+        # statement does not know; asyncpg already returns float8 as a Python float
+        return None
+    return processor
+
+
+# (statement, driver argument lists): one step of a unit of work, ready to send
+Work = list[tuple[DirectStatement, list[list[Any]]]]
+
+
+class Runner:
+    """Runs units of work: a `DirectExecutor` (a pooled connection per unit) or a
+    `DirectSession` (one connection for all)."""
+
+    async def _unit(self, work: Work, out: list[Any] | None) -> None:
+        raise NotImplementedError
+
+    async def write(self, *steps: Step) -> None:
+        """Run the steps as one atomic unit, committed when this returns: one statement with
+        its rows pipelined, or several in one transaction (PostgreSQL); any number in one
+        BEGIN IMMEDIATE ... COMMIT (SQLite)."""
+        work = [(s, [s.args(row) for row in rows]) for s, rows in steps if rows]
+        if work:
+            await self._unit(work, None)
+
+    async def fetch(self, query: DirectStatement, params: Mapping[str, Any]) -> list[Any]:
+        """Rows of one query (named tuples), outside any transaction."""
+        raw: list[Any] = []
+        await self._unit([(query, [query.args(params)])], raw)
+        return query.rows(raw)
+
+
+class DirectExecutor(Runner):
+    """Runs `DirectStatement`s on connections of an engine opened with the autocommit
+    options of `app.db.dialect.autocommit_read_options` (PostgreSQL: AUTOCOMMIT; SQLite: no
+    automatic BEGIN)."""
+
+    def __init__(self, autocommit_engine: AsyncEngine) -> None:
+        self._engine = autocommit_engine
+        self._dialect = autocommit_engine.dialect
+        self._sqlite = self._dialect.name == "sqlite"
+        if not self._sqlite and self._dialect.driver != "asyncpg":
+            raise ValueError("DirectExecutor runs on asyncpg or aiosqlite")
+
+    def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
+        return DirectStatement(statement, self._engine, raw)
+
+    async def _unit(self, work: Work, out: list[Any] | None) -> None:
+        if self._engine.sync_engine.dispatch.before_cursor_execute:
+            async with self.session() as session:
+                await session._unit(work, out)
+            return
+        # checkout, the unit and checkin in one greenlet (a session takes two)
+        await greenlet_spawn(self._checked_out_unit, work, out)
+
+    def _checked_out_unit(self, work: Work, out: list[Any] | None) -> None:
+        pooled = self._engine.sync_engine.raw_connection()
+        try:
+            await_(DirectSession(self, pooled, None, None)._unit(work, out))
+        finally:
+            pooled.close()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[DirectSession]:
+        """One pooled connection for several units of work, returned to the pool on exit."""
+        announce = self._engine.sync_engine.dispatch.before_cursor_execute
+        if announce:  # listeners (tracing, statement counting) see every statement
+            async with self._engine.connect() as conn:
+                sync_conn = conn.sync_connection
+                yield DirectSession(self, await conn.get_raw_connection(), announce, sync_conn)
+            return
+        # No listeners: take the pooled DBAPI connection itself (pool events such as the idle
+        # ping still run), skipping the Connection object and its isolation-level switching;
+        # the driver connection is outside any transaction here, i.e. autocommit.
+        pooled = await self._engine.raw_connection()
+        try:
+            yield DirectSession(self, pooled, None, None)
+        finally:
+            await greenlet_spawn(pooled.close)
+
+
+class DirectSession(Runner):
+    """Units of work on one checked-out connection (see `DirectExecutor.session`)."""
+
+    def __init__(
+        self, executor: DirectExecutor, pooled: PoolProxiedConnection, announce: Any, conn: Any
+    ) -> None:
+        self._executor = executor
+        self._pooled = pooled
+        self._announce = announce
+        self._conn = conn
+
+    async def _unit(self, work: Work, out: list[Any] | None) -> None:
+        if self._announce is not None:
+            for statement, rows in work:
+                many = len(rows) > 1
+                self._announce(self._conn, None, statement.sql, rows, None, many)
+        executor = self._executor
+        dialect = executor._dialect
+        pooled = self._pooled
+        adapter, driver = pooled.dbapi_connection, pooled.driver_connection
+        try:
+            if executor._sqlite:
+                sql_conn = driver._conn  # type: ignore[union-attr]
+                await driver._execute(_sqlite_unit, sql_conn, work, out)  # type: ignore[union-attr]
+            else:
+                await _asyncpg_unit(driver, work, out)
+        except Exception as error:
+            translated = _translate(adapter, error)
+            if not isinstance(translated, dialect.loaded_dbapi.Error):
+                raise
+            broken = dialect.is_disconnect(translated, adapter, None)
+            if broken:  # never hand this connection out again
+                await greenlet_spawn(pooled.invalidate, translated)
+            raise DBAPIError.instance(
+                work[-1][0].sql,
+                None,
+                translated,
+                dialect.loaded_dbapi.Error,
+                hide_parameters=True,
+                connection_invalidated=broken,
+                dialect=dialect,
+            ) from error
+
+
+async def _asyncpg_unit(driver: Any, work: Work, out: list[Any] | None) -> None:
+    if len(work) > 1:
+        async with driver.transaction():
+            for statement, rows in work:
+                await _asyncpg_step(driver, statement, rows)
+        return
+    ((statement, rows),) = work
+    if out is not None:
+        out.extend(await driver.fetch(statement.sql, *rows[0]))
+    else:
+        await _asyncpg_step(driver, statement, rows)
+
+
+async def _asyncpg_step(driver: Any, statement: DirectStatement, rows: list[list[Any]]) -> None:
+    if len(rows) == 1:
+        await driver.execute(statement.sql, *rows[0])
+    else:
+        await driver.executemany(statement.sql, rows)
+
+
+def _sqlite_unit(db: sqlite3.Connection, work: Work, out: list[Any] | None) -> None:
+    """Runs in the aiosqlite worker thread (the connection is in driver-autocommit mode)."""
+    if out is not None:
+        ((statement, rows),) = work
+        out.extend(db.execute(statement.sql, rows[0]).fetchall())
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for statement, rows in work:
+            if len(rows) == 1:
+                db.execute(statement.sql, rows[0])
+            else:
+                db.executemany(statement.sql, rows)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _translate(adapter: Any, error: Exception) -> Exception:
+    """The adapter's own translation of a driver error to its DBAPI class."""
+    try:
+        adapter._handle_exception(error)
+    except Exception as translated:
+        return translated
+    return error  # pragma: no cover - the adapter always raises
