@@ -74,6 +74,11 @@ class DirectStore:
             rows.extend(await runner.fetch(statement, params))
         return rows
 
+    @property
+    def search_shapes(self) -> int:
+        """How many compiled search statements are cached."""
+        return len(self._searches)
+
     def search(self, has_prefix: bool, leaves: tuple[Leaf, ...]) -> DirectStatement:
         """The compiled search (no query) of one shape: prefix or not, and filter leaves."""
         shape = (has_prefix, leaves)

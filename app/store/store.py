@@ -2,11 +2,11 @@
 
 One `abatch` call: all ops are validated first (bad input changes nothing), embeddings are
 computed before the database is touched, then reads run (gets in one query, one query per
-search and per namespace listing), then TTL refreshes (one statement), then writes (one
-upsert, one delete, vector replacement), in one transaction whenever there is more than one
-write statement (a single statement is atomic by itself). As in langgraph's own stores, the
-reads of a batch see the store as it was before the batch's writes; of several puts to one
-key in a batch the last wins.
+search and per namespace listing), then TTL refreshes and writes (one upsert, the deletes,
+vector replacement) as one atomic unit. Everything but semantic searches and the writes of
+a store with an index runs pre-compiled on the pooled driver connection (app/store/
+direct.py). As in langgraph's own stores, the reads of a batch see the store as it was
+before the batch's writes; of several puts to one key in a batch the last wins.
 
 Orders: a search without a query returns newest `updated_at` first, then key; with a query,
 highest score first (then newest). `list_namespaces` sorts namespaces as tuples.

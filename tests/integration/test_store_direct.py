@@ -1,0 +1,209 @@
+"""The Store's direct path (app/store/direct.py): compiled statements per shape, atomic write
+units, driver errors and lost connections, pool reuse."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from langgraph.store.base import GetOp, PutOp, SearchOp
+from sqlalchemy import event, text
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.engine import create_engine
+from app.store import SQLStore
+from app.store import direct as store_direct
+
+
+class StepClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+@pytest.fixture
+def store(engine: AsyncEngine) -> SQLStore:
+    return SQLStore(engine, clock=StepClock())
+
+
+async def test_a_search_is_compiled_once_per_filter_shape(store: SQLStore) -> None:
+    ns = ("users", "u1")
+    await store.abatch([PutOp(ns, f"k{i}", {"n": i, "kind": "ab"[i % 2]}) for i in range(10)])
+    direct = store._shared.direct
+    before = direct.search_shapes
+    # same shape (one `$gt` on n), other values: one statement (one batch: one updated_at,
+    # so key order)
+    assert [i.key for i in await store.asearch(ns, filter={"n": {"$gt": 7}})] == ["k8", "k9"]
+    assert len(await store.asearch(ns, filter={"n": {"$gt": 2}})) == 7
+    assert direct.search_shapes == before + 1
+    # another shape: another statement; SQLite's literal IN lists are expanded in it
+    found = await store.asearch(ns, filter={"kind": "a", "n": {"$lte": 4}})
+    assert sorted(i.key for i in found) == ["k0", "k2", "k4"]
+    assert direct.search_shapes == before + 2
+    # a tenant view shares the compiled statements (the tenant is a parameter) and sees
+    # nothing of the default tenant
+    assert await store.for_tenant("other").asearch(ns, filter={"n": {"$gt": 2}}) == []
+    assert direct.search_shapes == before + 2
+
+
+async def test_the_search_cache_is_bounded(
+    store: SQLStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_direct, "SEARCH_CACHE_SIZE", 2)
+    await store.aput(("a",), "k", {"x": 1, "y": 2, "z": 3})
+    for key in ("x", "y", "z", "x"):
+        assert len(await store.asearch(("a",), filter={key: {"$gte": 1}})) == 1
+    assert store._shared.direct.search_shapes == 2
+
+
+async def test_gets_of_any_count_pad_to_few_statements(
+    engine: AsyncEngine, store: SQLStore
+) -> None:
+    ns = ("g",)
+    await store.abatch([PutOp(ns, f"k{i}", {"i": i}) for i in range(130)])
+    statements: list[str] = []
+
+    @event.listens_for(engine.sync_engine, "before_cursor_execute")
+    def _record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        statements.append(statement)
+
+    for count in (1, 3, 64, 65, 130):
+        statements.clear()
+        # every key twice and one missing key per ten: results follow the ops
+        keys = [f"k{i}" if i % 10 else "missing" for i in range(count)]
+        ops = [GetOp(ns, key) for key in keys + keys]
+        results = await store.abatch(ops)
+        expected = [None if k == "missing" else {"i": int(k[1:])} for k in keys + keys]
+        assert [r.value if r else None for r in results] == expected
+        distinct = len(set(keys))
+        assert len(statements) == -(-distinct // store_direct.MAX_GET_SLOTS)
+
+
+_REFUSE = {
+    "sqlite": [
+        "CREATE TRIGGER gk_refuse_bad BEFORE INSERT ON store_items WHEN NEW.key = 'bad' "
+        "BEGIN SELECT RAISE(ABORT, 'item bad refused'); END"
+    ],
+    "postgresql": [
+        "CREATE FUNCTION gk_refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "IF NEW.key = 'bad' THEN RAISE EXCEPTION 'item bad refused'; END IF; "
+        "RETURN NEW; END $$",
+        "CREATE TRIGGER gk_refuse_bad BEFORE INSERT ON store_items "
+        "FOR EACH ROW EXECUTE FUNCTION gk_refuse_bad()",
+    ],
+}
+_ALLOW = {
+    "sqlite": ["DROP TRIGGER IF EXISTS gk_refuse_bad"],
+    "postgresql": [
+        "DROP TRIGGER IF EXISTS gk_refuse_bad ON store_items",
+        "DROP FUNCTION IF EXISTS gk_refuse_bad()",
+    ],
+}
+
+
+async def test_a_write_the_database_refuses_leaves_the_batch_unwritten(
+    engine: AsyncEngine, store: SQLStore
+) -> None:
+    ns = ("w",)
+    await store.abatch([PutOp(ns, "keep", {"v": 1}, ttl=5), PutOp(ns, "old", {"v": 1})])
+    keep = await store.aget(ns, "keep")
+    assert keep is not None
+    dialect = engine.dialect.name
+    async with engine.begin() as conn:
+        for sql in _REFUSE[dialect]:
+            await conn.exec_driver_sql(sql)
+    try:
+        # one upsert of several rows (PostgreSQL: one pipelined statement)
+        with pytest.raises(DBAPIError, match="item bad refused"):
+            await store.abatch([PutOp(ns, "new", {"v": 2}), PutOp(ns, "bad", {"v": 2})])
+        # a delete, a TTL refresh and an upsert (one transaction)
+        with pytest.raises(DBAPIError, match="item bad refused"):
+            await store.abatch(
+                [
+                    GetOp(ns, "keep", refresh_ttl=True),
+                    PutOp(ns, "old", None),
+                    PutOp(ns, "keep", {"v": 3}),
+                    PutOp(ns, "bad", {"v": 3}),
+                ]
+            )
+    finally:
+        async with engine.begin() as conn:
+            for sql in _ALLOW[dialect]:
+                await conn.exec_driver_sql(sql)
+    assert engine.pool.checkedout() == 0
+    # nothing of either batch was written: the pooled connections still work
+    assert await store.aget(ns, "new") is None
+    assert await store.aget(ns, "bad") is None
+    old = await store.aget(ns, "old")
+    assert old is not None and old.value == {"v": 1}
+    again = await store.aget(ns, "keep", refresh_ttl=False)
+    assert again is not None and again.value == {"v": 1}
+    assert again.updated_at == keep.updated_at
+    async with engine.connect() as conn:
+        expires = (
+            await conn.execute(text("SELECT expires_at FROM store_items WHERE key = 'keep'"))
+        ).scalar_one()
+    refreshed = await store.abatch([GetOp(ns, "keep", refresh_ttl=True)])
+    assert refreshed[0] is not None
+    async with engine.connect() as conn:
+        later = (
+            await conn.execute(text("SELECT expires_at FROM store_items WHERE key = 'keep'"))
+        ).scalar_one()
+    assert later != expires  # the refresh the failed batch would have made runs now
+    await store.aput(ns, "bad", {"v": 4})
+    got = await store.aget(ns, "bad")
+    assert got is not None and got.value == {"v": 4}
+
+
+async def test_a_lost_connection_fails_the_op_and_the_pool_recovers(engine: AsyncEngine) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("terminating a backend is PostgreSQL only")
+    store = SQLStore(engine)
+    ns = ("lost",)
+    await store.aput(ns, "k", {"v": 1})
+    admin = create_engine(engine.url.render_as_string(hide_password=False), null_pool=True)
+    try:
+        async with admin.connect() as conn:
+            killed = await conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            assert killed.scalar_one() >= 1
+    finally:
+        await admin.dispose()
+    failed = 0
+    for i in range(engine.pool.size() + 2):  # every pooled connection may have been killed
+        op = store.aput(ns, "k", {"v": 2}) if i % 2 else store.aget(ns, "k")
+        try:
+            await op
+        except DBAPIError as exc:
+            assert exc.connection_invalidated
+            failed += 1
+    assert failed >= 1
+    await store.aput(ns, "k", {"v": 3})
+    got = await store.aget(ns, "k")
+    assert got is not None and got.value == {"v": 3}
+    assert engine.pool.checkedout() == 0
+
+
+async def test_concurrent_batches_share_the_pool(engine: AsyncEngine, store: SQLStore) -> None:
+    ns = ("c",)
+
+    async def one(i: int) -> None:
+        await store.abatch([PutOp(ns, f"k{i}", {"i": i})])
+        results = await store.abatch(
+            [GetOp(ns, f"k{i}"), SearchOp(ns, filter={"i": i}), GetOp(ns, "none")]
+        )
+        assert results[0] is not None and results[0].value == {"i": i}
+        assert [item.key for item in results[1]] == [f"k{i}"]
+
+    await asyncio.gather(*(one(i) for i in range(40)))
+    assert len(await store.asearch(ns, limit=100)) == 40
+    assert engine.pool.checkedout() == 0
