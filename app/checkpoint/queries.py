@@ -24,6 +24,7 @@ from sqlalchemy import (
     bindparam,
     cast,
     delete,
+    func,
     insert,
     literal,
     null,
@@ -289,6 +290,112 @@ def select_checkpoints(
     if limit is not None:
         stmt = stmt.limit(limit)
     return stmt
+
+
+def select_list(dialect: Dialect, *, before: bool) -> CompoundSelect[Any]:
+    """A thread's newest checkpoints with their values and pending writes, in ONE statement
+    (the common `list`: one thread and namespace, a limit, no metadata filter).
+
+    Binds `tenant_id`, `thread_id`, `checkpoint_ns`, `limit` (and `before_id` when `before`).
+    The page is the first `limit` rows of a backward index scan; each distinct (channel,
+    version) its checkpoints reference is a primary-key probe, and its writes are one range
+    scan over the page's ids. Rows come in the shape of `select_tuple`'s (`kind` h / v / w),
+    unordered: header rows carry their rank in the page in `idx`; write rows carry their
+    checkpoint id in `checkpoint_id` and the task id in `key`.
+    """
+    head = select(CP.tenant_id, *HEADER_COLUMNS).where(
+        CP.tenant_id == bindparam("tenant_id"),
+        CP.thread_id == bindparam("thread_id"),
+        CP.checkpoint_ns == bindparam("checkpoint_ns"),
+    )
+    if before:
+        head = head.where(CP.checkpoint_id < bindparam("before_id"))
+    head = head.order_by(CP.checkpoint_id.desc()).limit(bindparam("limit", type_=Integer))
+    pg = head.cte("page").c
+    no_text = cast(null(), Text)
+    no_json = cast(null(), JSONType)
+    header = select(
+        literal("h").label("kind"),
+        pg.checkpoint_id,
+        pg.parent_checkpoint_id,
+        no_text.label("channel"),
+        no_text.label("key"),
+        no_text.label("task_path"),
+        # the page's order, as the database sorted it (rows of a UNION come unordered)
+        func.row_number().over(order_by=pg.checkpoint_id.desc()).label("idx"),
+        pg.type,
+        pg.checkpoint.label("blob"),
+        pg.metadata,
+        pg.value_versions,
+    )
+    pairs = json_pairs(dialect, pg.value_versions)
+    distinct_pairs = (
+        select(
+            pg.tenant_id,
+            pg.thread_id,
+            pg.checkpoint_ns,
+            cast(pairs.c.key, Text).label("channel"),
+            cast(pairs.c.value, Text).label("version"),
+        )
+        .select_from(pg.value_versions.table)
+        .join(pairs, true())
+        .where(pairs.c.value != INLINE_MARKER)
+        .distinct()
+        .subquery("pairs")
+    )
+    dp = distinct_pairs.c
+
+    def blob_column(column: Any) -> Any:
+        return (
+            select(column)
+            .where(
+                BL.tenant_id == dp.tenant_id,
+                BL.thread_id == dp.thread_id,
+                BL.checkpoint_ns == dp.checkpoint_ns,
+                BL.channel == dp.channel,
+                BL.version == dp.version,
+            )
+            .scalar_subquery()
+        )
+
+    values = select(
+        literal(KIND_VALUE),
+        no_text,
+        no_text,
+        dp.channel,
+        dp.version,
+        no_text,
+        cast(null(), Integer),
+        blob_column(BL.type),
+        blob_column(BL.blob),
+        no_json,
+        no_json,
+    )
+    writes = select(
+        literal(KIND_WRITE),
+        WR.checkpoint_id,
+        no_text,
+        WR.channel,
+        WR.task_id,
+        WR.task_path,
+        WR.idx,
+        WR.type,
+        WR.blob,
+        no_json,
+        no_json,
+    ).where(
+        WR.tenant_id == bindparam("tenant_id"),
+        WR.thread_id == bindparam("thread_id"),
+        WR.checkpoint_ns == bindparam("checkpoint_ns"),
+        # the page is a contiguous id range of this thread and namespace: a range scan of
+        # the writes index (an IN over the page was planned as a scan of all the thread's
+        # writes, filtered). Writes of ids outside the page cannot fall in the range.
+        WR.checkpoint_id.between(
+            select(func.min(pg.checkpoint_id)).scalar_subquery(),
+            select(func.max(pg.checkpoint_id)).scalar_subquery(),
+        ),
+    )
+    return union_all(header, values, writes)
 
 
 def select_page(dialect: Dialect) -> CompoundSelect[Any]:

@@ -78,6 +78,9 @@ class SQLSaver(SyncBridge):
         self._get_latest = prepare(queries.select_tuple(dialect, by_id=False))
         self._history_statements: dict[tuple[int, bool], Any] = {}
         self._list_page = queries.select_page(dialect)
+        # `list` of one thread's newest checkpoints (history): one pre-compiled statement
+        self._list_latest = prepare(queries.select_list(dialect, before=False))
+        self._list_before = prepare(queries.select_list(dialect, before=True))
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -273,6 +276,18 @@ class SQLSaver(SyncBridge):
         ns = conf.get("checkpoint_ns")
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
+        if (
+            thread_id is not None
+            and ns is not None
+            and not checkpoint_id
+            and not filter
+            and limit is not None
+            and 0 < limit <= _LIST_PAGE
+        ):
+            page_ns = check_text(ns, "checkpoint_ns")
+            for tup in await self._list_one_page(thread_id, page_ns, before_id, limit):
+                yield tup
+            return
         stmt = queries.select_checkpoints(
             self.engine.dialect,
             self.tenant_id,
@@ -304,6 +319,53 @@ class SQLSaver(SyncBridge):
                     )
             for tup in await self._decode(page, rows):
                 yield tup
+
+    async def _list_one_page(
+        self, thread_id: str, checkpoint_ns: str, before_id: str | None, limit: int
+    ) -> list[CheckpointTuple]:
+        """A thread's newest `limit` checkpoints (older than `before_id`): one statement."""
+        params: dict[str, Any] = {
+            "tenant_id": self.tenant_id,
+            "thread_id": thread_id,
+            "checkpoint_ns": checkpoint_ns,
+            "limit": limit,
+        }
+        query = self._list_latest
+        if before_id is not None:
+            params["before_id"] = check_text(before_id, "checkpoint id", _CHECKPOINT_ID_MAX)
+            query = self._list_before
+        self._ensure_loop()
+        rows = await self._direct.fetch(query, params)
+        if sum(len(r.blob or b"") for r in rows) > _OFFLOAD_BYTES:
+            return await asyncio.to_thread(self._page_tuples, thread_id, checkpoint_ns, rows)
+        return self._page_tuples(thread_id, checkpoint_ns, rows)
+
+    def _page_tuples(
+        self, thread_id: str, checkpoint_ns: str, rows: Sequence[Any]
+    ) -> list[CheckpointTuple]:
+        headers: list[Any] = []
+        blobs: dict[tuple[str, str], tuple[str, bytes | None]] = {}
+        writes: dict[str, list[Any]] = {}
+        for r in rows:
+            if r.kind == queries.KIND_VALUE:
+                blobs[(r.channel, r.key)] = (r.type, r.blob)
+            elif r.kind == queries.KIND_WRITE:
+                writes.setdefault(r.checkpoint_id, []).append(
+                    (r.key, r.channel, r.task_path or "", r.idx, r.type, r.blob)
+                )
+            else:
+                headers.append(r)
+        headers.sort(key=lambda h: h.idx)
+        result = []
+        for h in headers:
+            mine = {
+                (channel, version): blobs[(channel, version)]
+                for channel, version in (h.value_versions or {}).items()
+                if (channel, version) in blobs
+            }
+            head = _Header(thread_id, checkpoint_ns, h)
+            result.append(self._tuple_from(head, mine, writes.get(h.checkpoint_id, [])))
+        return result
 
     async def _values_and_writes(
         self, conn: AsyncConnection, key: Mapping[str, str], headers: Sequence[Any]
