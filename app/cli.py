@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from app import metrics
 from app.config import Settings
@@ -59,6 +61,45 @@ def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+class _DropStreamCuts(logging.Filter):
+    """uvicorn logs every exception of an ASGI app as an error; the streams cut on purpose
+    at shutdown (StreamInterrupted) are not errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from app.runs.events import StreamInterrupted
+
+        exc = record.exc_info[1] if record.exc_info else None
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        return not isinstance(exc, StreamInterrupted)
+
+
+def _draining_server(config: Any, app: Any) -> Any:
+    """A uvicorn Server that, on SIGTERM / SIGINT, starts the workers' drain and ends this
+    process's open streams at once (their clients reconnect elsewhere). Plain uvicorn would
+    first wait for every open connection (an SSE stream lasts as long as its run), and only
+    then run the lifespan shutdown that drains."""
+    import uvicorn
+
+    logging.getLogger("uvicorn.error").addFilter(_DropStreamCuts())
+
+    class DrainingServer(uvicorn.Server):
+        _gk_loop: asyncio.AbstractEventLoop | None = None
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._gk_loop = asyncio.get_running_loop()
+            await super().serve(sockets)
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            state = getattr(app.state, "graphkeep", None)
+            hub = getattr(getattr(state, "runs", None), "hub", None)
+            if hub is not None and self._gk_loop is not None:
+                self._gk_loop.call_soon_threadsafe(hub.begin_shutdown)
+
+    return DrainingServer(config)
+
+
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
@@ -87,16 +128,20 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except AuthConfigError as exc:  # e.g. an enabled JWT algorithm without its key
         print(f"graphkeep: {exc}", file=sys.stderr)
         return 2
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # app.logging.configure (in main) formats uvicorn's records too
+        access_log=False,  # graphkeep.access logs each request with its ids instead
+        timeout_graceful_shutdown=int(settings.drain_timeout_seconds) + 5,
+    )
+    server = _draining_server(config, app)
     try:
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            log_config=None,  # app.logging.configure (in main) formats uvicorn's records too
-            access_log=False,  # graphkeep.access logs each request with its ids instead
-            timeout_graceful_shutdown=int(settings.drain_timeout_seconds) + 5,
-        )
+        server.run()
+        if not server.started:
+            return 3  # uvicorn's STARTUP_FAILURE; it logged why
     except SchemaBehind as exc:
         print(f"graphkeep: {exc.detail}", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ from app.api.sse import (
 )
 from app.auth.principal import Principal
 from app.errors import ValidationFailed
+from app.runs.events import StreamInterrupted
 from app.runs.resume import check_strict_resume
 from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
 from app.runs.service import RunService
@@ -99,6 +100,9 @@ def _sse(
                 elif modes is None or _keep(ev.event, modes):
                     yield format_event(ev.event, ev.data, str(ev.seq) if resumable else None)
             finished = True
+        except StreamInterrupted:
+            finished = True  # the server is going away, not the client: the run goes on
+            raise  # the connection is cut, so the client reconnects elsewhere
         finally:
             metrics.stream_unsubscribed()
             if not finished and cancel_on_disconnect:
@@ -148,6 +152,9 @@ def _wait(
                 else:
                     yield orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS)
             finished = True
+        except StreamInterrupted:
+            finished = True  # the server is going away, not the client: the run goes on
+            raise  # the connection is cut, so the client reconnects elsewhere
         finally:
             if not finished and cancel_on_disconnect:
                 state.spawn(

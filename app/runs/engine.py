@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +20,21 @@ class RunEngine:
     hub: EventHub
     service: RunService
     pool: WorkerPool | None
+    _drain: asyncio.Task[None] | None = None
+
+    def begin_drain(self) -> None:
+        """Start draining the workers now (idempotent); `aclose` waits for it.
+
+        Called from the hub's shutdown hook at SIGTERM, so the drain does not wait for the
+        HTTP server to finish its open connections first."""
+        if self.pool is not None and self._drain is None:
+            self._drain = asyncio.get_running_loop().create_task(self.pool.stop(), name="gk-drain")
 
     async def aclose(self) -> None:
-        """Drain the workers (SIGTERM path), then stop listening."""
-        if self.pool is not None:
-            await self.pool.stop()
+        """End open streams and drain the workers (SIGTERM path), then stop listening."""
+        self.hub.begin_shutdown()  # starts the drain too (hook), if SIGTERM did not already
+        if self._drain is not None:
+            await self._drain
         await self.hub.stop()
 
 
@@ -66,4 +77,6 @@ async def open_run_engine(
         )
         pool.start()
         service.local_pool = pool
-    return RunEngine(hub=hub, service=service, pool=pool)
+    run_engine = RunEngine(hub=hub, service=service, pool=pool)
+    hub.shutdown_hooks.append(run_engine.begin_drain)
+    return run_engine

@@ -49,9 +49,11 @@ FINAL_STATUSES = frozenset({"success", "error", "timeout", "interrupted"})
 _READ_BATCH = 500
 
 
-class StreamInterrupted(Exception):
+class StreamInterrupted(BaseException):
     """The process is shutting down: readers stop so the connection can be cut (the client
-    reconnects to another process, with Last-Event-ID when it has one)."""
+    reconnects to another process, with Last-Event-ID when it has one). A BaseException, so
+    the API's catch-all error handler (which logs and answers 500) lets it through to the
+    server, which drops the connection."""
 
 
 @dataclass(frozen=True, slots=True)

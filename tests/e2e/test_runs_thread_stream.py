@@ -121,9 +121,24 @@ def id_key(event_id: str | None) -> tuple[int, int]:
     return int(key), int(seq)
 
 
+async def _subscribers(url: str) -> float:
+    async with httpx.AsyncClient(base_url=url, timeout=10) as http:
+        text = (await http.get("/metrics")).text
+    for line in text.splitlines():
+        if line.startswith("graphkeep_stream_subscribers"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 async def joined(client: LangGraphClient, thread_id: str, **kwargs: Any) -> Reader:
+    """A reader of the thread stream, once the server has joined it (the join is live from
+    that moment: runs created earlier are followed from their current event)."""
+    url = str(client.http.client.base_url)
+    before = await _subscribers(url)
     reader = Reader(await client.threads.join_stream(thread_id, **kwargs))
-    await asyncio.sleep(0.8)  # connected (the join is live from the moment it is served)
+    deadline = asyncio.get_running_loop().time() + 5
+    while await _subscribers(url) <= before and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
     return reader
 
 
