@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
-from app.api import assistants, meta, ops, runs, store, threads
+from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
@@ -166,4 +166,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(threads.router)
     app.include_router(store.router)
     app.include_router(runs.router)
+    app.include_router(thread_stream.router)
     return app
