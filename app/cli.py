@@ -256,7 +256,7 @@ def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
     from app.graphs.config import apply_environment, read_config
     from app.graphs.registry import EXAMPLES_CONFIG
     from app.state import ensure_schema
-    from app.store import SQLStore, parse_index_config
+    from app.store import SQLStore, parse_index_config, pgvector
 
     path = Path(args.config) if args.config else settings.config_file or EXAMPLES_CONFIG
 
@@ -272,6 +272,8 @@ def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
             index = await asyncio.to_thread(
                 parse_index_config, config.store_index, base_dir=config.base_dir
             )
+            if settings.store_pgvector == "auto":  # an HNSW index for a new `dims`
+                await pgvector.ensure(engine, index.dims)
             count = await SQLStore(engine, index=index).reindex(batch_size=args.batch_size)
             print(f"re-embedded {count} items (model {index.model_id})")
             return 0

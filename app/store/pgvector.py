@@ -5,7 +5,7 @@ the database; everywhere else vectors are scored in process (app/store/vectors.p
 
 The objects live outside the Alembic metadata, so the migrations stay dialect-neutral and a
 database without pgvector never needs the extension; `ensure()` creates them idempotently
-(`SQLStore.setup()`, `graphkeep migrate`):
+(`SQLStore.setup()`, `graphkeep migrate`, `graphkeep store reindex`):
 
 - `graphkeep_f32le_vector(bytea)`: an immutable SQL function decoding the portable
   little-endian float32 bytes of `store_vectors.embedding` into a `vector`;
@@ -14,14 +14,17 @@ database without pgvector never needs the extension; `ensure()` creates them ide
   disagree with the portable bytes (which stay: they are the fallback and reindex's input);
 - `ix_store_vectors_hnsw_<dims>`: an HNSW index (cosine) per dimension count, on the
   expression `embedding_vec::vector(<dims>)` and partial on `dims = <dims>` (an HNSW index
-  needs a fixed dimension; the column itself has none, so a model change needs no DDL).
+  needs a fixed dimension; the column has none, so vectors of any model fit it and a new
+  `dims` only needs its index, made by setup, `graphkeep migrate` or `graphkeep store reindex`).
 
 A query (`search()`) asks the index for the nearest vectors of the tenant, namespace and
-filter, over-fetching; HNSW applies those conditions after its candidate list (`hnsw.ef_search`,
-raised here to cover the request, at most 1000), so a selective filter can leave it short.
-When fewer items than `offset + limit` come back, the same narrowing is ranked exactly in SQL
-(every candidate vector's distance, no index): results are then complete, at the cost of a
-scan of the narrowed rows, which is what the portable path always pays.
+filter, over-fetching; HNSW applies those conditions after its candidate list
+(`hnsw.ef_search`, raised here to ten candidates per wanted item, at most 1000), so a selective
+filter can leave it short. When fewer items than `offset + limit` come back, the same narrowing
+is ranked exactly in SQL (every candidate vector's distance, no index): results are then
+complete, at the cost of a scan of the narrowed rows, which is what the portable path always
+pays. When the LIMIT cuts a run of equal scores at the page's end, the query is repeated once
+with four times the rows; a longer run is cut in the index's order.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ MAX_INDEX_DIMS = 2000  # pgvector's HNSW limit for `vector`
 MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 MIN_EF_SEARCH = 40  # pgvector's default
 OVERFETCH = 2  # vector rows asked per wanted item (an item may have several vectors)
-TIE = 1e-6  # scores closer than this are a tie (float32 sums differ in their last bits)
+EF_PER_ITEM = 10  # hnsw.ef_search per wanted item: room for ~10% selective conditions
+RETRY_FACTOR = 4  # a tie at the end of the rows fetched: fetch this many times more, once
 
 # little-endian float32 -> float8 by its IEEE 754 fields, exact for every finite value
 _FUNCTION_SQL = f"""
@@ -199,31 +203,48 @@ def _distance(dims: int) -> Any:
     return column.op("<=>", return_type=Float)(query)
 
 
+def _narrowed(base: Select[Any], dims: int) -> Select[Any]:
+    # a literal dims: the planner must prove the partial index's predicate from it
+    return base.where(store_vectors.c.dims == literal_column(str(int(dims))))
+
+
 @lru_cache(maxsize=256)
-def _statements(base: Select[Any], dims: int) -> tuple[Select[Any], Select[Any]]:
-    """(approximate, exact) statements on the narrowing `base` of `queries.search_vectors`
-    (itself cached per shape), both yielding the item columns plus `distance`."""
+def approximate_statement(base: Select[Any], dims: int, fetch: int) -> Select[Any]:
+    """The `fetch` nearest vector rows of the narrowing `base` of `queries.search_vectors`
+    (itself cached per shape), with the item columns and `distance`, in the HNSW index's order.
+
+    ORDER BY the distance alone: an HNSW scan serves nothing longer (no incremental sort
+    behind it). A literal LIMIT: with a bound one, PostgreSQL's generic plan (used after five
+    executions of a prepared statement) costs it as a tenth of the rows and sorts them all.
+    """
     distance = _distance(dims)
-    narrowed = base.where(store_vectors.c.dims == literal_column(str(int(dims))))
-    approximate = (
-        narrowed.with_only_columns(*queries.ITEM_COLUMNS, distance.label("distance"))
+    return (
+        _narrowed(base, dims)
+        .with_only_columns(*queries.ITEM_COLUMNS, distance.label("distance"))
         .order_by(distance)
-        .limit(bindparam("b_fetch", type_=Integer))
+        .limit(literal_column(str(int(fetch))))
+    )
+
+
+@lru_cache(maxsize=256)
+def exact_statement(base: Select[Any], dims: int) -> Select[Any]:
+    """Every item of the narrowing with its best `distance`, in the documented order, the
+    first `b_fetch` of them (no index can serve this order: a scan of the narrowed rows)."""
+    distance = _distance(dims)
+    tie_breaks = (
+        store_items.c.updated_at.desc(),
+        store_items.c.key.collate("C"),
+        store_items.c.prefix,
     )
     # NaN (a zero vector) scores 0, as in process
     best = func.min(func.coalesce(func.nullif(distance, literal_column("'NaN'::float8")), 1.0))
-    exact = (
-        narrowed.with_only_columns(*queries.ITEM_COLUMNS, best.label("distance"))
+    return (
+        _narrowed(base, dims)
+        .with_only_columns(*queries.ITEM_COLUMNS, best.label("distance"))
         .group_by(store_items.c.tenant_id, store_items.c.prefix, store_items.c.key)
-        .order_by(
-            best,
-            store_items.c.updated_at.desc(),
-            store_items.c.key.collate("C"),
-            store_items.c.prefix,
-        )
+        .order_by(best, *tie_breaks)
         .limit(bindparam("b_fetch", type_=Integer))
     )
-    return approximate, exact
 
 
 async def _set_ef_search(conn: AsyncConnection, value: int) -> None:
@@ -257,18 +278,29 @@ async def search(
     base, params = queries.search_vectors(
         "postgresql", tenant_id, prefix, filter, now, index.model_id
     )
-    approximate, exact = _statements(base, index.dims)
     params["b_qvec"] = vector_literal(query_vector)
     fetch = max(want * OVERFETCH, want + 10)
     zero_query = not any(query_vector)
-    if not zero_query and index.dims <= MAX_INDEX_DIMS and fetch <= MAX_EF_SEARCH:
-        await _set_ef_search(conn, max(MIN_EF_SEARCH, fetch))
-        rows = (await conn.execute(approximate, {**params, "b_fetch": fetch})).all()
+    usable = not zero_query and index.dims <= MAX_INDEX_DIMS
+    retried = False
+    while usable and fetch <= MAX_EF_SEARCH:
+        # candidates for the conditions HNSW checks after its list (tenant, namespace, filter)
+        await _set_ef_search(
+            conn, min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, EF_PER_ITEM * want, fetch))
+        )
+        approximate = approximate_statement(base, index.dims, fetch)
+        rows = (await conn.execute(approximate, params)).all()
         scored = [(_score(r.distance), r) for r in rows]
         ranked = rank(scored)
-        # enough items, and the last one wanted beats every row left out (a tie there
-        # would be cut by the index's order, not by the documented tie-breaks)
-        if len(ranked) >= want and ranked[want - 1][0] > scored[-1][0] + TIE:
-            return scored
+        if len(ranked) < want:
+            break  # short: the conditions dropped too many of the index's candidates
+        if len(rows) < fetch or ranked[want - 1][0] > scored[-1][0]:
+            return scored  # nothing left out ties with the last item wanted
+        if retried or fetch * RETRY_FACTOR > MAX_EF_SEARCH:
+            return scored  # a tie cut by the index's order: approximate, as documented
+        # the LIMIT cut a run of equal scores; once more with a longer list
+        fetch *= RETRY_FACTOR
+        retried = True
+    exact = exact_statement(base, index.dims)
     rows = (await conn.execute(exact, {**params, "b_fetch": want})).all()
     return [(_score(r.distance), r) for r in rows]
