@@ -167,10 +167,12 @@ class ThreadStream:
         items.sort(key=lambda i: (i.key, i.item_id))
         return items
 
-    def _finish(self, item: _Item) -> None:
+    def _finish(self, item: _Item, looked: datetime) -> None:
+        # Items are taken oldest first, and anything created after the look that found this
+        # one has a later time (up to the clocks' skew), so the next look's window can start
+        # there; runs in flight are always in it.
         self._done.add(item.item_id)
-        if self.after is None:
-            self._since = max(self._since, _moment(item.key) - _SKEW)
+        self._since = max(self._since, min(_moment(item.key), looked) - _SKEW)
 
     async def events(self) -> AsyncIterator[ThreadEvent | None]:
         """Thread events until the client leaves (or the thread is deleted); None items are
@@ -180,6 +182,7 @@ class ThreadStream:
             if self.hub.closing.is_set():
                 raise StreamInterrupted
             signal = self.hub.thread_signal(self.thread_id)  # before looking: no lost wake-up
+            looked = utcnow()
             items = await self._items()
             if not items:
                 if not await self._thread_exists():
@@ -193,14 +196,14 @@ class ThreadStream:
             if not item.is_run:
                 if (item.key, 1) > floor:
                     yield ThreadEvent(f"{item.key}-1", STATE_UPDATE_EVENT, item.data)
-                self._finish(item)
+                self._finish(item, looked)
                 continue
             if item.key < floor[0]:
-                self._finish(item)
+                self._finish(item, looked)
                 continue
             async for out in self._run_events(item, floor):
                 yield out
-            self._finish(item)
+            self._finish(item, looked)
 
     async def _run_events(
         self, item: _Item, floor: tuple[int, int]

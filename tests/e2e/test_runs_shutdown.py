@@ -46,12 +46,14 @@ def db_url() -> Iterator[str]:
         drop_pg_database(url)
 
 
-async def _read_sse(http: httpx.AsyncClient, path: str, headers: dict[str, str]) -> list[str]:
+async def _read_sse(
+    http: httpx.AsyncClient, path: str, headers: dict[str, str], lines: list[str]
+) -> list[str]:
     """Raw SSE lines until the server ends or cuts the response (a cut is not raised)."""
-    lines: list[str] = []
     try:
         async with http.stream("GET", path, headers=headers) as r:
             assert r.status_code == 200, r.status_code
+            lines.append("<open>")
             async for line in r.aiter_lines():
                 lines.append(line)
     except httpx.TransportError:
@@ -83,14 +85,26 @@ async def test_sigterm_cuts_streams_drains_at_once_and_exits(db_url: str, tmp_pa
         )  # fmt: skip
         rid = run["run_id"]
         async with httpx.AsyncClient(base_url=a.url, timeout=60) as http:
+            run_lines: list[str] = []
+            thread_lines: list[str] = []
+            join_path = f"/threads/{tid}/runs/{rid}/join"
             readers = [
                 asyncio.create_task(
-                    _read_sse(http, f"/threads/{tid}/runs/{rid}/stream", {"Last-Event-ID": "0"})
+                    _read_sse(
+                        http,
+                        f"/threads/{tid}/runs/{rid}/stream",
+                        {"Last-Event-ID": "0"},
+                        run_lines,
+                    )
                 ),
-                asyncio.create_task(_read_sse(http, f"/threads/{tid}/stream", {})),
-                asyncio.create_task(http.get(f"/threads/{tid}/runs/{rid}/join")),
+                asyncio.create_task(_read_sse(http, f"/threads/{tid}/stream", {}, thread_lines)),
+                asyncio.create_task(http.get(join_path)),
             ]
             await _until(lambda: [n for n, _ in read_records(record, tag)] == ["a"])
+            # both streams are open and the run stream has its first events (with ids)
+            await _until(lambda: "<open>" in thread_lines and any(
+                line.startswith("id: ") for line in run_lines
+            ))  # fmt: skip
             await asyncio.sleep(0.3)  # inside "b" (3 s)
             assert not any(t.done() for t in readers)
             signalled = time.monotonic()
@@ -98,8 +112,7 @@ async def test_sigterm_cuts_streams_drains_at_once_and_exits(db_url: str, tmp_pa
             done, _ = await asyncio.wait(readers, timeout=3)
             cut_after = time.monotonic() - signalled
             assert len(done) == 3, f"streams still open {cut_after:.1f} s after SIGTERM"
-            run_lines = readers[0].result()
-            assert run_lines[-1] == "<cut>"  # cut, not closed as if the run had ended
+            assert readers[0].result()[-1] == "<cut>"  # cut, not closed as if the run had ended
             assert readers[1].result()[-1] == "<cut>"
             join = readers[2]
             assert join.exception() is not None  # the wait body is cut too: the SDK retries

@@ -297,3 +297,18 @@ async def test_thread_stream_on_api_process_for_runs_in_a_worker_process(live: L
     assert run_done(parts) == [r["run_id"] for r in created]
     customs = [p.data["i"] for p in parts if p.event == "custom"]
     assert customs == list(range(30)) * 2
+
+
+async def test_delayed_run_does_not_hide_a_later_one(live: Live) -> None:
+    client = live.client()
+    tid = (await client.threads.create())["thread_id"]
+    reader = await joined(client, tid)
+    try:
+        delayed = await client.runs.create(tid, "echo", input={"text": "late"}, after_seconds=2)
+        now = await client.runs.create(tid, "echo", input={"text": "now"})
+        parts = await reader.until(lambda ps: len(run_done(ps)) == 2)
+    finally:
+        await reader.close()
+    assert set(run_done(parts)) == {delayed["run_id"], now["run_id"]}
+    values = [p.data["text"] for p in parts if p.event == "values"]
+    assert sorted(values) == ["late", "late", "now", "now"]
