@@ -23,12 +23,16 @@ invalidated, so the pool never hands it out again.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import time
+import weakref
 from collections import namedtuple
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import PoolProxiedConnection
@@ -36,6 +40,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
 _SUPPLIED = object()  # marks a bind whose value comes with each call
+PARK_MAX = 4  # connections an executor keeps checked out between units, at most
 
 # (statement, rows of parameters): one step of a write; each row runs the statement once
 Step = tuple["DirectStatement", Sequence[Mapping[str, Any]]]
@@ -152,18 +157,32 @@ class DirectExecutor(Runner):
     options of `app.db.dialect.autocommit_read_options` (PostgreSQL: AUTOCOMMIT; SQLite: no
     automatic BEGIN)."""
 
-    def __init__(self, autocommit_engine: AsyncEngine) -> None:
+    def __init__(self, autocommit_engine: AsyncEngine, *, park_seconds: float = 0.0) -> None:
+        """`park_seconds` > 0: a connection that finished a unit cleanly stays checked out
+        (parked, up to PARK_MAX of them) for the next unit for that long after its last use,
+        sparing the pool's checkout and checkin (most of a small unit's CPU); it goes back to
+        the pool when idle that long, after a failed unit, and on `engine.dispose()`."""
         self._engine = autocommit_engine
         self._dialect = autocommit_engine.dialect
         self._sqlite = self._dialect.name == "sqlite"
         if not self._sqlite and self._dialect.driver != "asyncpg":
             raise ValueError("DirectExecutor runs on asyncpg or aiosqlite")
+        self._park_seconds = park_seconds
+        self._parked: list[tuple[PoolProxiedConnection, float]] = []  # (connection, idle since)
+        self._park_loop: asyncio.AbstractEventLoop | None = None
+        self._expiry: asyncio.TimerHandle | None = None
+        self._closing: set[asyncio.Future[Any]] = set()
+        if park_seconds > 0:
+            # `dispose()` runs on the engine these options were derived from
+            sync_engine = autocommit_engine.sync_engine
+            base = getattr(sync_engine, "_proxied", sync_engine)
+            event.listen(base, "engine_disposed", _unpark_on_dispose(self))
 
     def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
         return DirectStatement(statement, self._engine, raw)
 
     async def _unit(self, work: Work, out: list[Any] | None) -> None:
-        if self._engine.sync_engine.dispatch.before_cursor_execute:
+        if self._park_seconds > 0 or self._engine.sync_engine.dispatch.before_cursor_execute:
             async with self.session() as session:
                 await session._unit(work, out)
             return
@@ -189,11 +208,69 @@ class DirectExecutor(Runner):
         # No listeners: take the pooled DBAPI connection itself (pool events such as the idle
         # ping still run), skipping the Connection object and its isolation-level switching;
         # the driver connection is outside any transaction here, i.e. autocommit.
-        pooled = await self._engine.raw_connection()
+        pooled = self._unpark() or await self._engine.raw_connection()
+        clean = False
         try:
             yield DirectSession(self, pooled, None, None)
+            clean = True
         finally:
-            await greenlet_spawn(pooled.close)
+            if not (clean and self._park(pooled)):
+                await greenlet_spawn(pooled.close)
+
+    # ----------------------------------------------------------------- parking
+
+    def _unpark(self) -> PoolProxiedConnection | None:
+        if self._parked and self._park_loop is asyncio.get_running_loop():
+            return self._parked.pop()[0]  # the most recently used
+        return None
+
+    def _park(self, pooled: PoolProxiedConnection) -> bool:
+        """Keep a connection that finished cleanly for the next unit (False: return it)."""
+        if self._park_seconds <= 0 or len(self._parked) >= PARK_MAX or not pooled.is_valid:
+            return False
+        loop = asyncio.get_running_loop()
+        if self._parked and self._park_loop is not loop:
+            return False
+        self._park_loop = loop
+        self._parked.append((pooled, time.monotonic()))
+        if self._expiry is None:
+            self._expiry = loop.call_later(self._park_seconds, self._expire)
+        return True
+
+    def _expire(self) -> None:
+        """Return the connections idle for `park_seconds` to the pool."""
+        self._expiry = None
+        now = time.monotonic()
+        idle = [pooled for pooled, since in self._parked if now - since >= self._park_seconds]
+        self._parked = [(p, since) for p, since in self._parked if now - since < self._park_seconds]
+        for pooled in idle:
+            closing = asyncio.ensure_future(greenlet_spawn(pooled.close))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+        if self._parked and self._park_loop is not None:
+            wait = self._parked[0][1] + self._park_seconds - now
+            self._expiry = self._park_loop.call_later(max(wait, 0.001), self._expire)
+
+    def _unpark_all(self) -> None:
+        """On `engine.dispose()` (in its greenlet): close every parked connection."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        parked, self._parked = self._parked, []
+        for pooled, _ in parked:
+            pooled.invalidate()  # closes it: its pool is gone, a check-in would not
+            pooled.close()
+
+
+def _unpark_on_dispose(executor: DirectExecutor) -> Callable[[Any], None]:
+    ref = weakref.ref(executor)  # the engine must not keep executors alive
+
+    def unpark(_engine: Any) -> None:
+        alive = ref()
+        if alive is not None:
+            alive._unpark_all()
+
+    return unpark
 
 
 class DirectSession(Runner):

@@ -25,6 +25,9 @@ from app.store.filters import Leaf
 # keys per get statement: 1, 2, 4, ... 64 slots (unused slots repeat the first pair), so a
 # batch of up to 64 distinct keys is one query and only seven statements are ever compiled
 MAX_GET_SLOTS = 64
+# a connection stays checked out this long after a unit (a store op is mostly pool
+# checkout and checkin otherwise); see DirectExecutor
+PARK_SECONDS = 0.1
 # filter shapes whose compiled search statement is kept (least recently used dropped)
 SEARCH_CACHE_SIZE = 256
 
@@ -36,7 +39,10 @@ class DirectStore:
         dialect = engine.dialect
         self._dialect = dialect.name
         # runs units on a connection each; `session()` keeps one for several
-        self.executor = DirectExecutor(engine.execution_options(**autocommit_read_options(dialect)))
+        self.executor = DirectExecutor(
+            engine.execution_options(**autocommit_read_options(dialect)),
+            park_seconds=PARK_SECONDS,
+        )
         prepare = self.executor.prepare
         # values come serialized by validation (the JSON text is bound as it is)
         self.upsert = prepare(queries.upsert_items(dialect), raw=("value",))

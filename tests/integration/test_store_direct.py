@@ -12,6 +12,7 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.direct import PARK_MAX
 from app.db.engine import create_engine
 from app.store import SQLStore
 from app.store import direct as store_direct
@@ -29,6 +30,12 @@ class StepClock:
 @pytest.fixture
 def store(engine: AsyncEngine) -> SQLStore:
     return SQLStore(engine, clock=StepClock())
+
+
+async def all_returned(engine: AsyncEngine) -> bool:
+    """Whether every connection is back in the pool once parked ones have idled out."""
+    await asyncio.sleep(store_direct.PARK_SECONDS * 3)
+    return engine.pool.checkedout() == 0
 
 
 async def test_a_search_is_compiled_once_per_filter_shape(store: SQLStore) -> None:
@@ -135,7 +142,7 @@ async def test_a_write_the_database_refuses_leaves_the_batch_unwritten(
         async with engine.begin() as conn:
             for sql in _ALLOW[dialect]:
                 await conn.exec_driver_sql(sql)
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() == 0  # a failed unit returns its connection
     # nothing of either batch was written: the pooled connections still work
     assert await store.aget(ns, "new") is None
     assert await store.aget(ns, "bad") is None
@@ -190,7 +197,7 @@ async def test_a_lost_connection_fails_the_op_and_the_pool_recovers(engine: Asyn
     await store.aput(ns, "k", {"v": 3})
     got = await store.aget(ns, "k")
     assert got is not None and got.value == {"v": 3}
-    assert engine.pool.checkedout() == 0
+    assert await all_returned(engine)
 
 
 async def test_concurrent_batches_share_the_pool(engine: AsyncEngine, store: SQLStore) -> None:
@@ -206,4 +213,46 @@ async def test_concurrent_batches_share_the_pool(engine: AsyncEngine, store: SQL
 
     await asyncio.gather(*(one(i) for i in range(40)))
     assert len(await store.asearch(ns, limit=100)) == 40
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() <= PARK_MAX
+    assert await all_returned(engine)
+
+
+async def test_a_connection_is_parked_between_ops_then_returned(
+    engine: AsyncEngine, store: SQLStore
+) -> None:
+    opened: list[object] = []
+
+    @event.listens_for(engine.sync_engine.pool, "connect")
+    def _opened(dbapi_conn: object, record: object) -> None:
+        opened.append(dbapi_conn)
+
+    ns = ("p",)
+    for i in range(20):  # one connection serves every op, without a pool checkout
+        await store.aput(ns, f"k{i}", {"i": i})
+        assert (await store.aget(ns, f"k{i}")) is not None
+        assert engine.pool.checkedout() == 1
+    assert len(opened) <= 1
+    assert await all_returned(engine)  # idle: back in the pool
+    assert len(await store.asearch(ns, limit=50)) == 20
+
+
+async def test_dispose_closes_parked_connections(db_url: str) -> None:
+    engine = create_engine(db_url)
+    closed: list[object] = []
+
+    @event.listens_for(engine.sync_engine.pool, "close")
+    def _closed(dbapi_conn: object, record: object) -> None:
+        closed.append(dbapi_conn)
+
+    @event.listens_for(engine.sync_engine.pool, "invalidate")
+    def _invalidated(dbapi_conn: object, record: object, exc: object) -> None:
+        closed.append(dbapi_conn)
+
+    try:
+        store = SQLStore(engine)
+        await store.aput(("d",), "k", {"v": 1})
+        assert engine.pool.checkedout() == 1  # parked
+    finally:
+        await store.adelete(("d",), "k")
+        await engine.dispose()
+    assert closed  # the parked connection was closed, not left open for the GC
