@@ -11,10 +11,14 @@ Both servers serve the same echo graph (one node that returns its input) over lo
                        over the first 20 (must stay flat as the thread's history grows)
 
 The official server comes from `langgraph-cli[inmem]`, installed by this script into its own
-virtual environment under .bench-venvs/ (nothing is installed globally).
+virtual environment under .bench-venvs/ (nothing is installed globally). Both servers run at
+once and every step alternates between them (`--rounds N` repeats it, flipping the order), so
+load from elsewhere on the machine hits both alike; the report gives medians over rounds and
+ratios. Progress goes to stderr line by line; run it in the background with a log:
 
-    python bench/server_bench.py                 # full run (PostgreSQL on 127.0.0.1:5432)
-    python bench/server_bench.py --quick         # fewer requests
+    nohup python bench/server_bench.py --rounds 3 > /tmp/gk/server_bench.log 2>&1 &
+    python bench/server_bench.py --quick                           # fewer requests
+    python bench/server_bench.py --measures wait --levels 32 --rounds 5   # one figure
     python bench/server_bench.py --skip-official
 """
 
@@ -29,8 +33,8 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import ExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -108,94 +112,158 @@ async def timed_calls(
     return {**summary(samples), "runs_per_s": round(total / elapsed, 1)}
 
 
-async def bench_server(url: str, *, requests: int) -> dict[str, Any]:
-    limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+MEASURES: tuple[str, ...] = ("wait", "thread_wait", "stream", "one_thread")
 
-        async def wait_stateless() -> None:
-            r = await http.post("/runs/wait", json={"assistant_id": "echo", "input": {"text": "x"}})
+
+def progress(message: str) -> None:
+    """One line to stderr at once (the benchmark runs for minutes; say where it is)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+class Target:
+    """One server under test: its HTTP client and the calls the measures make."""
+
+    def __init__(self, name: str, url: str) -> None:
+        self.name = name
+        limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
+        self.http = httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def new_thread(self) -> str:
+        r = await self.http.post("/threads", json={})
+        r.raise_for_status()
+        return str(r.json()["thread_id"])
+
+    async def wait_stateless(self) -> None:
+        r = await self.http.post(
+            "/runs/wait", json={"assistant_id": "echo", "input": {"text": "x"}}
+        )
+        r.raise_for_status()
+        assert r.json() == {"text": "x"}, r.text
+
+    def wait_on(self, tid: str) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            r = await self.http.post(
+                f"/threads/{tid}/runs/wait", json={"assistant_id": "echo", "input": {"text": "x"}}
+            )
             r.raise_for_status()
             assert r.json() == {"text": "x"}, r.text
 
-        threads = [
-            (await http.post("/threads", json={})).json()["thread_id"]
-            for _ in range(sum(CONCURRENCY))
-        ]
+        return call
 
-        def wait_on_own_thread() -> Callable[[], Awaitable[None]]:
-            tid = threads.pop()
+    async def warm_up(self) -> None:
+        for _ in range(10):  # graph import, connections
+            await self.wait_stateless()
 
-            async def call() -> None:
-                r = await http.post(
-                    f"/threads/{tid}/runs/wait",
-                    json={"assistant_id": "echo", "input": {"text": "x"}},
-                )
-                r.raise_for_status()
-                assert r.json() == {"text": "x"}, r.text
-
-            return call
-
-        for _ in range(10):  # warm-up (graph import, connections)
-            await wait_stateless()
-        results: dict[str, Any] = {}
-        for concurrency in CONCURRENCY:
-            total = max(requests, concurrency * 8) if concurrency > 1 else requests
-            results[f"wait_c{concurrency}"] = await timed_calls(wait_stateless, total, concurrency)
-        for concurrency in CONCURRENCY:
-            total = max(requests, concurrency * 8) if concurrency > 1 else requests
-            results[f"thread_wait_c{concurrency}"] = await timed_calls(
-                None, total, concurrency, per_client=wait_on_own_thread
+    async def measure(self, measure: str, concurrency: int, args: argparse.Namespace) -> Any:
+        if measure in ("wait", "thread_wait"):
+            if concurrency == 1:
+                total = args.c1_requests
+            else:
+                total = max(args.requests, concurrency * 8)
+            if measure == "wait":
+                return await timed_calls(self.wait_stateless, total, concurrency)
+            threads = [await self.new_thread() for _ in range(concurrency)]
+            return await timed_calls(
+                None, total, concurrency, per_client=lambda: self.wait_on(threads.pop())
             )
+        if measure == "stream":
+            return await self.stream(args.streams)
+        if measure == "one_thread":
+            return await self.one_thread(args.one_thread_runs)
+        raise ValueError(measure)
 
+    async def stream(self, count: int) -> dict[str, Any]:
         first_ms: list[float] = []
         last_ms: list[float] = []
-        for _ in range(max(20, requests // 4)):
-            tid = (await http.post("/threads", json={})).json()["thread_id"]
+        for _ in range(count):
+            tid = await self.new_thread()
             body = {"assistant_id": "echo", "input": {"text": "s"}, "stream_mode": ["values"]}
             start = time.perf_counter()
             first: float | None = None
-            async with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as s:
+            async with self.http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as s:
                 async for line in s.aiter_lines():
                     if line.startswith("event:") and first is None:
                         first = (time.perf_counter() - start) * 1000
             last_ms.append((time.perf_counter() - start) * 1000)
             assert first is not None
             first_ms.append(first)
-        results["stream_first_event"] = summary(first_ms)
-        results["stream_last_event"] = summary(last_ms)
+        return {"first": summary(first_ms), "last": summary(last_ms)}
 
-        tid = (await http.post("/threads", json={})).json()["thread_id"]
-        one_thread: list[float] = []
-        for i in range(200):
+    async def one_thread(self, count: int) -> dict[str, float]:
+        tid = await self.new_thread()
+        samples: list[float] = []
+        for i in range(count):
             start = time.perf_counter()
-            r = await http.post(
+            r = await self.http.post(
                 f"/threads/{tid}/runs/wait",
                 json={"assistant_id": "echo", "input": {"text": str(i)}},
             )
             r.raise_for_status()
-            one_thread.append((time.perf_counter() - start) * 1000)
-        first20 = statistics.median(one_thread[:20])
-        last20 = statistics.median(one_thread[-20:])
-        results["one_thread_200"] = {
+            samples.append((time.perf_counter() - start) * 1000)
+        window = max(1, min(20, count // 4))
+        first20 = statistics.median(samples[:window])
+        last20 = statistics.median(samples[-window:])
+        return {
             "first20_p50_ms": round(first20, 2),
             "last20_p50_ms": round(last20, 2),
             "ratio": round(last20 / first20, 2),
         }
-        return results
+
+
+def steps(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(measure, concurrency) pairs in the order they run."""
+    out: list[tuple[str, int]] = []
+    for measure in args.measures:
+        if measure in ("wait", "thread_wait"):
+            out += [(measure, c) for c in CONCURRENCY]
+        else:
+            out.append((measure, 0))
+    return out
+
+
+def step_key(measure: str, concurrency: int) -> str:
+    return f"{measure}_c{concurrency}" if concurrency else measure
+
+
+async def bench_interleaved(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
+    """Every step on every target in turn, `rounds` times (the order flips each round), so a
+    load spike from elsewhere on the machine hits both servers alike."""
+    for t in targets:
+        await t.warm_up()
+    results: dict[str, dict[str, list[Any]]] = {t.name: {} for t in targets}
+    plan = steps(args)
+    for rnd in range(args.rounds):
+        order = targets if rnd % 2 == 0 else targets[::-1]
+        for measure, concurrency in plan:
+            key = step_key(measure, concurrency)
+            for t in order:
+                started = time.perf_counter()
+                value = await t.measure(measure, concurrency, args)
+                results[t.name].setdefault(key, []).append(value)
+                progress(
+                    f"round {rnd + 1}/{args.rounds} {key:<14} {t.name:<14} "
+                    f"{json.dumps(value)} ({time.perf_counter() - started:.1f} s)"
+                )
+    return results
 
 
 # --------------------------------------------------------------------------- servers
 
 
-async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+@asynccontextmanager
+async def graphkeep_server(tmp: Path, args: argparse.Namespace) -> AsyncIterator[str]:
+    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL."""
     name = f"gk_srv_bench_{uuid.uuid4().hex[:8]}"
     await pg_database("create", name)
     db_url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
     env = clean_env(
         GRAPHKEEP_DATABASE_URL=db_url,
         GRAPHKEEP_WORKERS=str(args.workers),
-        GRAPHKEEP_DB_POOL_SIZE=str(max(10, args.workers)),
-        GRAPHKEEP_DB_MAX_OVERFLOW=str(max(10, args.workers)),
+        GRAPHKEEP_DB_POOL_SIZE=str(args.pool_size or max(10, args.workers)),
+        GRAPHKEEP_DB_MAX_OVERFLOW=str(args.pool_size or max(10, args.workers)),
         GRAPHKEEP_LOG_LEVEL="WARNING",
     )
     try:
@@ -222,12 +290,16 @@ async def run_graphkeep(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             proc = stack.enter_context(process(cmd, env, tmp / "graphkeep.log", ROOT))
             url = f"http://127.0.0.1:{port}"
             await wait_ready(url, proc, tmp / "graphkeep.log")
-            return await bench_server(url, requests=args.requests)
+            progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
+            yield url
     finally:
         await pg_database("drop", name)
 
 
-async def run_official(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+@asynccontextmanager
+async def official_server(tmp: Path) -> AsyncIterator[str]:
+    """`langgraph dev` (in-memory) from its own venv; yields its URL."""
+    progress("installing / finding langgraph-cli[inmem] in .bench-venvs/")
     exe = await asyncio.to_thread(install_langgraph_dev)
     port = free_port()
     env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
@@ -236,7 +308,8 @@ async def run_official(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:
         url = f"http://127.0.0.1:{port}"
         await wait_ready(url, proc, tmp / "langgraph-dev.log")
-        return await bench_server(url, requests=args.requests)
+        progress(f"langgraph dev ready at {url} (pid {proc.pid})")
+        yield url
 
 
 def save(out: Path, results: dict[str, Any]) -> None:
@@ -244,73 +317,135 @@ def save(out: Path, results: dict[str, Any]) -> None:
     out.write_text(json.dumps(results, indent=2) + "\n")
 
 
-def report(results: dict[str, dict[str, Any]]) -> str:
-    gk, off = results.get("graphkeep_pg", {}), results.get("langgraph_dev", {})
-    lines = [f"{'measure':<34}{'graphkeep (PG)':>26}  {'langgraph dev':>26}"]
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
 
-    def cell(d: dict[str, Any] | None, keys: tuple[str, ...]) -> str:
+
+def medians(rounds: dict[str, list[Any]]) -> dict[str, dict[str, float]]:
+    """Per step, the median over rounds of each figure (stream: first_/last_ prefixed)."""
+    out: dict[str, dict[str, float]] = {}
+    for key, values in rounds.items():
+        flat: list[dict[str, float]] = []
+        for v in values:
+            if key == "stream":
+                flat.append(
+                    {f"{part}_{k}": x for part in ("first", "last") for k, x in v[part].items()}
+                )
+            else:
+                flat.append(v)
+        out[key] = {k: _median([f[k] for f in flat]) for k in flat[0]}
+    return out
+
+
+def report(summary_: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Medians over rounds, graphkeep beside langgraph dev, with the ratio of the figure that
+    matters per row (throughput: graphkeep / official, higher is better; latency: official /
+    graphkeep, so also higher is better)."""
+    gk, off = summary_.get("graphkeep_pg", {}), summary_.get("langgraph_dev", {})
+    lines = [
+        f"{'measure':<36}{'graphkeep (PG)':>24}  {'langgraph dev':>24}  {'ratio':>16}",
+    ]
+
+    def cell(d: dict[str, float] | None, keys: tuple[str, ...]) -> str:
         if not d:
             return "-"
         return " / ".join(f"{d[k]}" for k in keys)
 
-    rows: list[tuple[str, str, tuple[str, ...]]] = [
-        (f"wait c={c} p50 ms / p95 ms / runs/s", f"wait_c{c}", ("p50_ms", "p95_ms", "runs_per_s"))
-        for c in CONCURRENCY
-    ]
-    rows += [
-        (
-            f"thread wait c={c} p50 / p95 / runs/s",
-            f"thread_wait_c{c}",
-            ("p50_ms", "p95_ms", "runs_per_s"),
-        )
-        for c in CONCURRENCY
-    ]
-    rows += [
-        ("stream first event p50 / p95 ms", "stream_first_event", ("p50_ms", "p95_ms")),
-        ("stream last event p50 / p95 ms", "stream_last_event", ("p50_ms", "p95_ms")),
-        (
-            "one thread first20 / last20 / ratio",
-            "one_thread_200",
-            ("first20_p50_ms", "last20_p50_ms", "ratio"),
-        ),
-    ]
-    for label, key, keys in rows:
-        lines.append(f"{label:<34}{cell(gk.get(key), keys):>26}  {cell(off.get(key), keys):>26}")
+    def ratio(key: str, field: str, higher_is_better: bool) -> str:
+        a, b = gk.get(key, {}).get(field), off.get(key, {}).get(field)
+        if not a or not b:
+            return "-"
+        value = a / b if higher_is_better else b / a
+        return f"{value:.2f}x {'runs/s' if higher_is_better else 'faster'}"
+
+    for key, d in gk.items():
+        if key.startswith(("wait_c", "thread_wait_c")):
+            label = key.replace("_c", " c=").replace("_", " ")
+            keys: tuple[str, ...] = ("p50_ms", "p95_ms", "runs_per_s")
+            lines.append(
+                f"{label + ' p50/p95 ms, runs/s':<36}{cell(d, keys):>24}  "
+                f"{cell(off.get(key), keys):>24}  {ratio(key, 'runs_per_s', True):>16}"
+            )
+        elif key == "stream":
+            for part in ("first", "last"):
+                keys = (f"{part}_p50_ms", f"{part}_p95_ms")
+                lines.append(
+                    f"{'stream ' + part + ' event p50/p95 ms':<36}{cell(d, keys):>24}  "
+                    f"{cell(off.get(key), keys):>24}  {ratio(key, part + '_p50_ms', False):>16}"
+                )
+        elif key == "one_thread":
+            keys = ("first20_p50_ms", "last20_p50_ms", "ratio")
+            lines.append(
+                f"{'one thread first20/last20 ms, ratio':<36}{cell(d, keys):>24}  "
+                f"{cell(off.get(key), keys):>24}  {'':>16}"
+            )
     return "\n".join(lines)
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--requests", type=int, default=200, help="runs per concurrency level")
+    parser.add_argument("--requests", type=int, default=200, help="runs per level (c > 1)")
+    parser.add_argument(
+        "--c1-requests",
+        type=int,
+        default=40,
+        help="runs at concurrency 1 (langgraph dev takes ~1 s each)",
+    )
+    parser.add_argument("--streams", type=int, default=20, help="streamed runs per round")
+    parser.add_argument(
+        "--one-thread-runs", type=int, default=200, help="sequential runs on one thread"
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every step (medians)")
+    parser.add_argument(
+        "--measures",
+        default=",".join(MEASURES),
+        help=f"comma-separated subset of {','.join(MEASURES)}",
+    )
     parser.add_argument("--workers", type=int, default=32, help="graphkeep in-process workers")
+    parser.add_argument("--pool-size", type=int, default=0, help="graphkeep DB pool (0: auto)")
     parser.add_argument(
         "--extra-workers", type=int, default=0, help="`graphkeep worker` processes to add"
     )
     parser.add_argument("--worker-concurrency", type=int, default=32)
-    parser.add_argument("--quick", action="store_true", help="60 runs per level")
+    parser.add_argument(
+        "--quick", action="store_true", help="60 runs per level, 20 at c=1, 60 on one thread"
+    )
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels, comma-separated")
     args = parser.parse_args()
     global CONCURRENCY
     CONCURRENCY = tuple(int(x) for x in args.levels.split(","))
+    args.measures = [m for m in args.measures.split(",") if m]
+    if unknown := sorted(set(args.measures) - set(MEASURES)):
+        parser.error(f"unknown measures: {', '.join(unknown)}")
     if args.quick:
-        args.requests = 60
+        args.requests, args.c1_requests, args.one_thread_runs = 60, 20, 60
     tmp = Path(tempfile.mkdtemp(prefix="gk_server_bench_"))
     (tmp / "echo_graph.py").write_text(ECHO_GRAPH)
     (tmp / "langgraph.json").write_text(
         json.dumps({"dependencies": ["."], "graphs": {"echo": "./echo_graph.py:graph"}})
     )
-    results: dict[str, Any] = {"graphkeep_pg": await run_graphkeep(tmp, args)}
-    if not args.skip_official:
-        try:
-            results["langgraph_dev"] = await run_official(tmp, args)
-        except RuntimeError as exc:
-            results["langgraph_dev_error"] = str(exc)[-2000:]
-            print(f"official server unavailable: {exc}", file=sys.stderr)
+    results: dict[str, Any] = {"args": dict(vars(args))}
+    async with AsyncExitStack() as stack:
+        targets = [
+            Target("graphkeep_pg", await stack.enter_async_context(graphkeep_server(tmp, args)))
+        ]
+        if not args.skip_official:
+            try:
+                url = await stack.enter_async_context(official_server(tmp))
+                targets.append(Target("langgraph_dev", url))
+            except RuntimeError as exc:
+                results["langgraph_dev_error"] = str(exc)[-2000:]
+                progress(f"official server unavailable: {exc}")
+        for t in targets:
+            stack.push_async_callback(t.aclose)
+        rounds = await bench_interleaved(targets, args)
+    results["rounds"] = rounds
+    results["median"] = {name: medians(r) for name, r in rounds.items()}
     save(Path(args.output), results)
-    print(json.dumps(results, indent=2))
-    print(report(results))
+    print(json.dumps(results["median"], indent=2))
+    print(report(results["median"]))
     return 0
 
 
