@@ -235,7 +235,16 @@ async def test_the_vector_column_decodes_float32_exactly(pgv_engine: AsyncEngine
 # ---------------------------------------------------------------------------- queries
 
 
-async def test_ranking_equals_the_portable_path(pgv_engine: AsyncEngine) -> None:
+@pytest.fixture(params=["planned", "hnsw"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """ "planned": as shipped (a narrowing under EXACT_BELOW items is ranked exactly);
+    "hnsw": every query goes through the HNSW index first, even on these small corpora."""
+    if request.param == "hnsw":
+        monkeypatch.setattr(pgvector, "EXACT_BELOW", 0)
+    return str(request.param)
+
+
+async def test_ranking_equals_the_portable_path(pgv_engine: AsyncEngine, path: str) -> None:
     fast, slow = await _stores(pgv_engine)
     await fast.abatch([PutOp(("docs",), k, {"text": t}) for k, t in CORPUS.items()])
     for query in QUERIES:
@@ -247,7 +256,7 @@ async def test_ranking_equals_the_portable_path(pgv_engine: AsyncEngine) -> None
     await _same(fast, slow, ("docs",), query="!!!", limit=4)
 
 
-async def test_best_vector_of_an_item_scores_it(pgv_engine: AsyncEngine) -> None:
+async def test_best_vector_of_an_item_scores_it(pgv_engine: AsyncEngine, path: str) -> None:
     fast, slow = await _stores(pgv_engine, fields=["items[*].text"])
     await fast.abatch(
         [
@@ -261,7 +270,7 @@ async def test_best_vector_of_an_item_scores_it(pgv_engine: AsyncEngine) -> None
     assert len(found) == 3  # one result per item, not per vector
 
 
-async def test_tenants_are_isolated(pgv_engine: AsyncEngine) -> None:
+async def test_tenants_are_isolated(pgv_engine: AsyncEngine, path: str) -> None:
     fast, _ = await _stores(pgv_engine)
     a, b = fast.for_tenant("a"), fast.for_tenant("b")
     await a.aput(("docs",), "mine", {"text": "cats purr"})
@@ -271,7 +280,7 @@ async def test_tenants_are_isolated(pgv_engine: AsyncEngine) -> None:
     assert await fast.for_tenant("c").asearch(("docs",), query="cats") == []
 
 
-async def test_namespace_prefix_and_filter_with_a_query(pgv_engine: AsyncEngine) -> None:
+async def test_namespace_prefix_and_filter_with_a_query(pgv_engine: AsyncEngine, path: str) -> None:
     fast, slow = await _stores(pgv_engine)
     ops = [PutOp(("docs",), k, {"text": t, "kind": "doc"}) for k, t in CORPUS.items()]
     ops += [
@@ -289,7 +298,7 @@ async def test_namespace_prefix_and_filter_with_a_query(pgv_engine: AsyncEngine)
     assert {i.key for i in ranged} == {"cats3", "cats4"}
 
 
-async def test_selective_filter_is_complete(pgv_engine: AsyncEngine) -> None:
+async def test_selective_filter_is_complete(pgv_engine: AsyncEngine, path: str) -> None:
     # HNSW returns its ef_search nearest vectors before the filter: with few matches among
     # many near rows it comes back short, and the exact ranking takes over
     fast, slow = await _stores(pgv_engine)
@@ -308,12 +317,12 @@ async def test_hnsw_index_serves_an_unfiltered_query(pgv_engine: AsyncEngine) ->
     )
     index = fast.index
     assert index is not None
-    base, params = queries.search_vectors(
-        "postgresql", fast.tenant_id, "big", None, datetime.now(UTC), index.model_id
+    items, params = queries.search_items(
+        "postgresql", fast.tenant_id, "big", None, datetime.now(UTC), limit=10, offset=0
     )
-    approximate = pgvector.approximate_statement(base, index.dims, 20)
+    approximate = pgvector.approximate_statement(items, index.dims, 100, 20)
     vector = await index.embeddings.aembed_query("word5 cats")
-    params.update(b_qvec=pgvector.vector_literal(vector))
+    params.update(b_qvec=pgvector.vector_literal(vector), b_model=index.model_id)
     async with pgv_engine.connect() as conn:
         await conn.execute(text("ANALYZE store_vectors"))
         await conn.execute(text("ANALYZE store_items"))
@@ -329,7 +338,7 @@ async def test_hnsw_index_serves_an_unfiltered_query(pgv_engine: AsyncEngine) ->
     assert len(found) == 5 and found[0].score is not None
 
 
-async def test_expired_items_are_invisible(pgv_engine: AsyncEngine) -> None:
+async def test_expired_items_are_invisible(pgv_engine: AsyncEngine, path: str) -> None:
     now = [datetime(2026, 1, 1, tzinfo=UTC)]
     store = SQLStore(pgv_engine, index=_index(), clock=lambda: now[0])
     await store.setup()
