@@ -54,18 +54,9 @@ def ttl_columns(ttl: ThreadTTL | None, now: datetime) -> JSONObject:
 
 # State and history need only whether the thread exists and which graph it has: built once,
 # and the row's `values` cache (possibly large JSON) is neither fetched nor decoded.
-_THREAD_METADATA = select(T.metadata).where(
+THREAD_METADATA = select(T.metadata).where(
     T.tenant_id == bindparam("tenant_id"), T.thread_id == bindparam("thread_id")
 )
-
-
-async def find_thread_metadata(
-    conn: AsyncConnection, *, tenant_id: str, thread_id: str
-) -> JSONObject | None:
-    """The thread's metadata, or None when the tenant has no such thread."""
-    params = {"tenant_id": tenant_id, "thread_id": thread_id}
-    row = (await conn.execute(_THREAD_METADATA, params)).first()
-    return None if row is None else dict(row[0] or {})
 
 
 async def find_thread_row(
@@ -76,6 +67,8 @@ async def find_thread_row(
 
 
 _INSERT_THREAD = insert(threads)
+# Every column bound (the TTL ones may be None): one shape, for the direct path.
+INSERT_THREAD_ROW = insert(threads).values({c.name: bindparam(c.name) for c in threads.columns})
 
 
 async def insert_thread(
@@ -90,9 +83,36 @@ async def insert_thread(
     status: str = "idle",
     extra: JSONObject | None = None,
 ) -> None:
+    await conn.execute(
+        _INSERT_THREAD,
+        thread_row(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            metadata=metadata,
+            now=now,
+            values=values,
+            interrupts=interrupts,
+            status=status,
+            extra=extra,
+        ),
+    )
+
+
+def thread_row(
+    *,
+    tenant_id: str,
+    thread_id: str,
+    metadata: JSONObject,
+    now: datetime,
+    values: Any = None,
+    interrupts: JSONObject | None = None,
+    status: str = "idle",
+    extra: JSONObject | None = None,
+) -> JSONObject:
+    """A new thread's columns (the TTL ones only when `extra` has them)."""
     # Parameters, not .values(): the statement is not rebuilt and re-coerced per thread, and
     # its compiled form is cached per set of columns (the TTL ones are optional).
-    params: JSONObject = {
+    return {
         "thread_id": thread_id,
         "tenant_id": tenant_id,
         "status": status,
@@ -106,7 +126,6 @@ async def insert_thread(
         "state_updated_at": now,
         **(extra or {}),
     }
-    await conn.execute(_INSERT_THREAD, params)
 
 
 async def update_thread_row(

@@ -17,7 +17,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
-from app.db.dialect import autocommit_read_options, single_statement_autocommit
+from app.db.dialect import autocommit_read_options
+from app.db.direct import DirectExecutor, DirectStatement
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import runs, threads
 from app.db.types import utcnow
@@ -72,6 +73,29 @@ def reader(engine: AsyncEngine) -> AsyncEngine:
     return found
 
 
+@dataclass(frozen=True)
+class _Direct:
+    """The hot thread statements, pre-compiled for an engine (app/db/direct.py)."""
+
+    run: DirectExecutor
+    metadata: DirectStatement
+    insert: DirectStatement
+
+
+_NO_TTL: JSONObject = {"ttl_minutes": None, "ttl_strategy": None, "expires_at": None}
+_DIRECT: weakref.WeakKeyDictionary[AsyncEngine, _Direct] = weakref.WeakKeyDictionary()
+
+
+def _direct(engine: AsyncEngine) -> _Direct:
+    found = _DIRECT.get(engine)
+    if found is None:
+        run = DirectExecutor(reader(engine))
+        found = _DIRECT[engine] = _Direct(
+            run, run.prepare(q.THREAD_METADATA), run.prepare(q.INSERT_THREAD_ROW)
+        )
+    return found
+
+
 async def find_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str) -> Thread | None:
     async with reader(engine).connect() as conn:
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
@@ -95,11 +119,11 @@ async def get_thread_metadata(
 ) -> tuple[str, JSONObject]:
     """(canonical thread id, metadata) of the thread, or 404; reads nothing else of the row."""
     thread_id = parse_thread_id(thread_id)
-    async with reader(engine).connect() as conn:
-        metadata = await q.find_thread_metadata(conn, tenant_id=tenant_id, thread_id=thread_id)
-    if metadata is None:
+    direct = _direct(engine)
+    rows = await direct.run.fetch(direct.metadata, {"tenant_id": tenant_id, "thread_id": thread_id})
+    if not rows:
         raise NotFound(f"Thread '{thread_id}' not found")
-    return thread_id, metadata
+    return thread_id, dict(rows[0].metadata or {})
 
 
 async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCreate) -> Thread:
@@ -107,22 +131,31 @@ async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCrea
     thread_id = parse_thread_id(body.thread_id) if body.thread_id else new_thread_id()
     now = utcnow()
     existing = None
-    # A fresh UUIDv7 cannot exist yet: no lookup, and on PostgreSQL the INSERT alone is the
-    # transaction (one round trip instead of BEGIN, SELECT, INSERT, COMMIT).
-    one_statement = generated and single_statement_autocommit(engine.dialect)
     try:
-        async with (reader(engine) if one_statement else engine).begin() as conn:
-            if not generated:
+        if generated:
+            # A fresh UUIDv7 cannot exist yet: no lookup; the INSERT alone is the transaction
+            # (one round trip on PostgreSQL), pre-compiled on the direct path.
+            row = q.thread_row(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                metadata=dict(body.metadata or {}),
+                now=now,
+                extra=q.ttl_columns(body.ttl, now),
+            )
+            direct = _direct(engine)
+            await direct.run.write((direct.insert, [{**_NO_TTL, **row}]))
+        else:
+            async with engine.begin() as conn:
                 existing = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
-            if existing is None:
-                await q.insert_thread(
-                    conn,
-                    tenant_id=tenant_id,
-                    thread_id=thread_id,
-                    metadata=dict(body.metadata or {}),
-                    now=now,
-                    extra=q.ttl_columns(body.ttl, now),
-                )
+                if existing is None:
+                    await q.insert_thread(
+                        conn,
+                        tenant_id=tenant_id,
+                        thread_id=thread_id,
+                        metadata=dict(body.metadata or {}),
+                        now=now,
+                        extra=q.ttl_columns(body.ttl, now),
+                    )
     except IntegrityError:
         # Taken concurrently, or by another tenant (which must not be revealed).
         raise Conflict(f"Thread '{thread_id}' already exists") from None
