@@ -77,6 +77,9 @@ class SQLSaver(SyncBridge):
         self._get_by_id = prepare(queries.select_tuple(dialect, by_id=True))
         self._get_latest = prepare(queries.select_tuple(dialect, by_id=False))
         self._history_statements: dict[tuple[int, bool], Any] = {}
+        # set on views made by aprefetch_tuple / aprefetch_list: (call key, result), used once
+        self._prefetched_get: tuple[Any, CheckpointTuple | None] | None = None
+        self._prefetched_list: tuple[Any, list[CheckpointTuple]] | None = None
         self._list_page = queries.select_page(dialect)
         # `list` of one thread's newest checkpoints (history): one pre-compiled statement
         self._list_latest = prepare(queries.select_list(dialect, before=False))
@@ -238,8 +241,52 @@ class SQLSaver(SyncBridge):
 
     # ----------------------------------------------------------------- get / list
 
+    # ----------------------------------------------------------------- prefetch
+
+    def _get_call(self, config: RunnableConfig) -> tuple[Any, ...]:
+        key = self._thread_key(config)
+        return (key["tenant_id"], key["thread_id"], key["checkpoint_ns"], get_checkpoint_id(config))
+
+    def _list_call(
+        self, config: RunnableConfig, before: RunnableConfig | None, limit: int | None
+    ) -> tuple[Any, ...]:
+        conf = config.get("configurable") or {}
+        return (
+            self.tenant_id,
+            conf.get("thread_id"),
+            conf.get("checkpoint_ns"),
+            conf.get("checkpoint_id"),
+            get_checkpoint_id(before) if before else None,
+            limit,
+        )
+
+    async def aprefetch_tuple(self, config: RunnableConfig) -> SQLSaver:
+        """A view of this saver whose next `aget_tuple` for the same checkpoint answers from a
+        read made now. A caller can overlap that read with its own (the thread row) before
+        LangGraph builds the snapshot. Served once: LangGraph updates the tuple it gets."""
+        found = await self.aget_tuple(config)
+        view = copy.copy(self)
+        view._prefetched_get = (self._get_call(config), found)
+        return view
+
+    async def aprefetch_list(
+        self, config: RunnableConfig, *, before: RunnableConfig | None, limit: int | None
+    ) -> SQLSaver:
+        """As `aprefetch_tuple`, for the next `alist` with the same arguments (no filter)."""
+        found = [tup async for tup in self.alist(config, before=before, limit=limit)]
+        view = copy.copy(self)
+        view._prefetched_list = (self._list_call(config, before, limit), found)
+        return view
+
+    # ----------------------------------------------------------------- get / list
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """One checkpoint by id (None if unknown), or the thread's latest: one statement."""
+        if self._prefetched_get is not None:
+            call, found = self._prefetched_get
+            if call == self._get_call(config):
+                self._prefetched_get = None
+                return found
         params: dict[str, Any] = self._thread_key(config)
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None:
@@ -271,6 +318,13 @@ class SQLSaver(SyncBridge):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints newest first, filtered by thread / namespace / metadata / before."""
+        if self._prefetched_list is not None and config is not None and not filter:
+            call, found = self._prefetched_list
+            if call == self._list_call(config, before, limit):
+                self._prefetched_list = None
+                for tup in found:
+                    yield tup
+                return
         conf = (config or {}).get("configurable") or {}
         thread_id = check_text(conf["thread_id"], "thread_id") if "thread_id" in conf else None
         ns = conf.get("checkpoint_ns")

@@ -6,6 +6,7 @@ graph, builds the config and turns snapshots into the wire shape of contract sec
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -247,20 +248,52 @@ async def get_state(
     in the wire shape (`snapshot_json`), trimmed to `select`."""
     selection = parse_state_select(select)
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
-    thread_id, metadata = await get_thread_metadata(
-        engine, tenant_id=tenant_id, thread_id=thread_id
+    thread_id = parse_thread_id(thread_id)
+    config = _thread_config(thread_id, checkpoint)
+    checkpointer = _scoped(saver, tenant_id)
+    prefetch = getattr(checkpointer, "aprefetch_tuple", None)
+    metadata, checkpointer = await _overlapped(
+        get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id),
+        prefetch(config) if prefetch is not None else None,
+        checkpointer,
     )
     graph_id = _graph_id(thread_id, metadata, graphs)
     if graph_id is None:
         return _selected(empty_state_json(), selection)
-    config = _thread_config(thread_id, checkpoint)
-    async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
+    async with _open(
+        graphs, graph_id, config, saver, store, tenant_id, "threads.read", checkpointer
+    ) as graph:
         snapshot = await graph.aget_state(config, subgraphs=subgraphs)
     state = snapshot_json(snapshot)
     wanted = config["configurable"].get("checkpoint_id")
     if wanted and state["checkpoint"] is None:
         raise NotFound(f"Checkpoint '{wanted}' not found in thread '{thread_id}'")
     return _selected(state, selection)
+
+
+async def _overlapped(
+    lookup: Awaitable[tuple[str, JSONObject]],
+    prefetch: Awaitable[Any] | None,
+    checkpointer: Any,
+) -> tuple[JSONObject, Any]:
+    """The thread's metadata, and the checkpointer: with `prefetch` (the saver's
+    `aprefetch_*`), the checkpoint read LangGraph is about to make runs alongside the thread
+    lookup, so the two round trips overlap. A missing thread still answers 404 (the
+    speculative read's result is dropped)."""
+    if prefetch is None:
+        return (await lookup)[1], checkpointer
+    read = asyncio.ensure_future(prefetch)
+    try:
+        _, metadata = await lookup
+    except BaseException:
+        read.add_done_callback(_drop)
+        raise
+    return metadata, await read
+
+
+def _drop(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: no "exception was never retrieved" warning
 
 
 def _open(
@@ -271,11 +304,12 @@ def _open(
     store: Any,
     tenant_id: str,
     access_context: AccessContext,
+    checkpointer: Any = None,
 ) -> Any:
     return graphs.open(
         graph_id,
         config=config,
-        checkpointer=_scoped(saver, tenant_id),
+        checkpointer=checkpointer if checkpointer is not None else _scoped(saver, tenant_id),
         store=_scoped(store, tenant_id),
         access_context=access_context,
     )
@@ -308,12 +342,7 @@ async def get_history(
     `body.select`; `[]` for a thread without a graph."""
     selection = parse_state_select(body.select)
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
-    thread_id, metadata = await get_thread_metadata(
-        engine, tenant_id=tenant_id, thread_id=thread_id
-    )
-    graph_id = _graph_id(thread_id, metadata, graphs)
-    if graph_id is None:
-        return []
+    thread_id = parse_thread_id(thread_id)
     config = _thread_config(thread_id, body.checkpoint)
     before_id = normalize_before(body.before)
     before: RunnableConfig | None = None
@@ -325,7 +354,19 @@ async def get_history(
                 "checkpoint_id": before_id,
             }
         }
-    async with _open(graphs, graph_id, config, saver, store, tenant_id, "threads.read") as graph:
+    checkpointer = _scoped(saver, tenant_id)
+    prefetch = None if body.metadata else getattr(checkpointer, "aprefetch_list", None)
+    metadata, checkpointer = await _overlapped(
+        get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id),
+        prefetch(config, before=before, limit=body.limit) if prefetch is not None else None,
+        checkpointer,
+    )
+    graph_id = _graph_id(thread_id, metadata, graphs)
+    if graph_id is None:
+        return []
+    async with _open(
+        graphs, graph_id, config, saver, store, tenant_id, "threads.read", checkpointer
+    ) as graph:
         return [
             _selected(snapshot_json(snapshot), selection)
             async for snapshot in graph.aget_state_history(
