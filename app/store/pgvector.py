@@ -17,15 +17,15 @@ database without pgvector never needs the extension; `ensure()` creates them ide
   needs a fixed dimension; the column has none, so vectors of any model fit it and a new
   `dims` only needs its index, made by setup, `graphkeep migrate` or `graphkeep store reindex`).
 
-A query (`search()`) first counts the live items of its narrowing (tenant, namespace,
-filter) up to EXACT_BELOW: a small narrowing is ranked exactly in SQL (every candidate vector's
-distance, no index), cheap and complete. A larger one asks the index for the `hnsw.ef_search`
-nearest vectors of the tenant and model (ten per wanted item, at most 1000), keeps those of
-the narrowing and returns the best; pgvector 0.6 has no iterative scan, so when a selective
-filter leaves fewer items than `offset + limit`, the exact ranking runs instead (a scan of the
-narrowed rows, what the portable path always pays). When the candidate list cuts a run of
-equal scores at the page's end, the query is repeated once with four times the rows; a longer
-run is cut in the index's order.
+A query (`search()`) first counts the live items of its tenant and namespace (an index range;
+not the filter) up to EXACT_BELOW: a small narrowing is ranked exactly in SQL (every candidate
+vector's distance, no index), cheap and complete. A larger one asks the index for the
+`hnsw.ef_search` nearest vectors of the tenant and model (10 per wanted item, 40 with a
+filter, at most 1000), keeps those of the narrowing and returns the best; pgvector 0.6 has no
+iterative scan, so when a selective filter leaves fewer items than `offset + limit`, the exact
+ranking runs instead (a scan of the narrowed rows, what the portable path always pays). When
+the candidate list cuts a run of equal scores at the page's end, the query is repeated once
+with four times the rows; a longer run is cut in the index's order.
 """
 
 from __future__ import annotations
@@ -71,7 +71,8 @@ MAX_EF_SEARCH = 1000  # pgvector's upper bound for hnsw.ef_search
 MIN_EF_SEARCH = 40  # pgvector's default
 OVERFETCH = 2  # vector rows asked per wanted item (an item may have several vectors)
 EXACT_BELOW = 1000  # narrowings with fewer live items are ranked exactly (cheap and complete)
-EF_PER_ITEM = 10  # hnsw.ef_search per wanted item: room for ~10% selective conditions
+EF_PER_ITEM = 10  # hnsw.ef_search per wanted item: room for a namespace of ~10% of the tenant
+EF_PER_ITEM_FILTERED = 40  # with a filter too
 RETRY_FACTOR = 4  # a tie at the end of the rows fetched: fetch this many times more, once
 
 # little-endian float32 -> float8 by its IEEE 754 fields, exact for every finite value
@@ -274,7 +275,7 @@ def approximate_statement(
 @lru_cache(maxsize=256)
 def settings_and_count_statement(items: Select[Any]) -> Select[Any]:
     """One round trip: the session settings of a search (see `_SETTINGS`) and how many live
-    items the narrowing of `items` holds, counted up to `b_cap`."""
+    items the narrowing of `items` (tenant and namespace) holds, counted up to `b_cap`."""
     assert items.whereclause is not None
     capped = (
         select(literal_column("1"))
@@ -353,14 +354,19 @@ async def search(
     items, _ = queries.search_items(
         "postgresql", tenant_id, prefix, filter, now, limit=want, offset=0
     )
+    # counted without the filter: an index range, never a scan evaluating JSON conditions
+    scope, _ = queries.search_items(
+        "postgresql", tenant_id, prefix, None, now, limit=want, offset=0
+    )
     params["b_qvec"] = vector_literal(query_vector)
     fetch = max(want * OVERFETCH, want + 10)
     zero_query = not any(query_vector)
     usable = not zero_query and index.dims <= MAX_INDEX_DIMS
-    ef = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, EF_PER_ITEM * want, fetch))
+    per_item = EF_PER_ITEM_FILTERED if filter else EF_PER_ITEM
+    ef = min(MAX_EF_SEARCH, max(MIN_EF_SEARCH, per_item * want, fetch))
     cap = EXACT_BELOW if usable else 0
     settings = await conn.execute(
-        settings_and_count_statement(items), {**params, "ef": str(ef), "b_cap": cap}
+        settings_and_count_statement(scope), {**params, "ef": str(ef), "b_cap": cap}
     )
     try:
         # below EXACT_BELOW live items the exact ranking is cheap and complete
