@@ -232,8 +232,17 @@ store_items = Table(
     # False), else the JSON paths to embed; kept so `graphkeep store reindex` re-embeds each
     # item exactly as it was put
     Column("index_fields", JSONType, nullable=True),
-    Index("ix_store_items_tenant_updated", "tenant_id", "updated_at"),
-    Index("ix_store_items_expires_at", "expires_at"),
+    # No index on updated_at: a put rewrites it, and an indexed column that changes rules out
+    # PostgreSQL's HOT update (every put would then write a new entry in every index, and
+    # ~65% more WAL). The sweeper's index holds only rows with a TTL, for the same reason.
+    Index(
+        "ix_store_items_expires_at",
+        "expires_at",
+        postgresql_where=text("expires_at IS NOT NULL"),
+        sqlite_where=text("expires_at IS NOT NULL"),
+    ),
+    # room on each page for a put's new row version next to the old one (HOT)
+    postgresql_with={"fillfactor": "90"},
 )
 
 store_vectors = Table(
