@@ -8,13 +8,16 @@ of rows at every size; flat latency from 10k to 100k items shows the index doing
     GRAPHKEEP_BENCH_PG=postgresql://postgres@127.0.0.1:5432/postgres  (admin URL)
 
 Prints per-op medians (ms), the ratio official / SQLStore (> 1: SQLStore faster) and the
-EXPLAIN ANALYZE plans of SQLStore's prefix and filtered searches at the largest size.
+EXPLAIN ANALYZE plans of SQLStore's prefix and filtered searches at the largest size: the
+statements exactly as SQLStore sends them, as custom and as generic plans (a prepared
+statement may switch to its generic plan after five executions).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -31,7 +34,6 @@ from langgraph.store.postgres.aio import AsyncPostgresStore
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from app.db.engine import create_engine
 from app.store import SQLStore, queries
 
 ADMIN = os.environ.get("GRAPHKEEP_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -120,33 +122,42 @@ def _ops(store: BaseStore, size: int, rng: random.Random) -> dict[str, Callable[
     }
 
 
-async def _explain(sql_url: str) -> None:
-    engine = create_engine(sql_url)
+def _literal(value: Any) -> str:
+    """A driver argument as a SQL literal (text[] paths as array literals)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, list):
+        value = "{" + ",".join(json.dumps(str(v)) for v in value) + "}"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+async def _explain(store: SQLStore, url: str) -> None:
+    """EXPLAIN ANALYZE the prefix and filtered searches exactly as SQLStore sends them (its
+    compiled statement, the driver's arguments), as a custom plan and as the generic plan
+    PostgreSQL may switch a prepared statement to after five executions."""
+    direct = store._shared.direct  # the compiled statements (app/store/direct.py)
+    conn = await asyncpg.connect(url)
     try:
+        await conn.execute("ANALYZE store_items")
         now = datetime.now(UTC)
-        async with engine.connect() as conn:
-            await conn.execute(text("ANALYZE store_items"))
-            for label, flt in (("prefix search", None), ("filtered search", FILTER)):
-                stmt, bound = queries.search_items(
-                    engine.dialect, "default", "users.u7", flt, now, limit=10, offset=0
-                )
-                # the driver's own placeholders and bind processing (JSONB values have no
-                # literal rendering)
-                compiled = stmt.compile(dialect=conn.dialect)
-                state = compiled.construct_expanded_state(bound)  # IN lists expanded
-                procs = compiled._bind_processors
-                values = tuple(
-                    (procs.get(name) or procs.get(name.rsplit("_", 1)[0]) or (lambda v: v))(
-                        state.parameters[name]
-                    )
-                    for name in state.positiontup or ()
-                )
-                plan = await conn.exec_driver_sql(f"EXPLAIN ANALYZE {state.statement}", values)
-                print(f"\nEXPLAIN ANALYZE SQLStore {label}:")
-                for (line,) in plan:
-                    print(f"  {line}")
+        for label, flt in (("prefix search", None), ("filtered search", FILTER)):
+            leaves, params = queries.search_params("default", "users.u7", flt, now)
+            statement = direct.search(True, leaves)
+            args = statement.args({**params, "b_limit": 10, "b_offset": 0})
+            # the arguments as SQL literals, coerced to the statement's parameter types
+            literals = ", ".join(_literal(a) for a in args)
+            await conn.execute(f"PREPARE gk_explain AS {statement.sql}")
+            try:
+                for mode in ("custom", "generic"):
+                    await conn.execute(f"SET plan_cache_mode = force_{mode}_plan")
+                    plan = await conn.fetch(f"EXPLAIN ANALYZE EXECUTE gk_explain({literals})")
+                    print(f"\nEXPLAIN ANALYZE SQLStore {label} ({mode} plan):")
+                    for row in plan:
+                        print(f"  {row[0]}")
+            finally:
+                await conn.execute("DEALLOCATE gk_explain")
     finally:
-        await engine.dispose()
+        await conn.close()
 
 
 async def main(sizes: list[int], repeat: int) -> None:
@@ -186,8 +197,8 @@ async def main(sizes: list[int], repeat: int) -> None:
                     )
                     for name, value in medians.items():
                         results[size][name][op] = value
-        _report(results)
-        await _explain(urls["sql"].replace("postgresql://", "postgresql+asyncpg://"))
+            _report(results)
+            await _explain(sql_store, urls["sql"])
     finally:
         for name in names.values():
             await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
