@@ -312,10 +312,10 @@ class SQLStore(BaseStore):
         """Run every op of the batch (results in the order of `ops`).
 
         Gets, searches without a query, namespace listings and the writes of a store
-        without an index run pre-compiled on the pooled driver connection (app/store/
-        direct.py; one connection held across the batch when it has several units): the
-        reads, then the TTL refreshes and writes as one atomic unit. Semantic searches and
-        puts that write vectors go through SQLAlchemy (`_search`, `_write_with_vectors`).
+        without an index run pre-compiled on one pooled driver connection (app/store/
+        direct.py): the reads, then the TTL refreshes and writes as one atomic unit.
+        Semantic searches and puts that write vectors go through SQLAlchemy (`_search`,
+        `_write_with_vectors`).
         """
         started = time.perf_counter()
         shared = self._shared
@@ -338,15 +338,8 @@ class SQLStore(BaseStore):
         with_vectors = bool(puts) and shared.index is not None
         if not with_vectors:
             batch.writes = self._direct_writes(puts, batch.encoded, now)
-        units = (
-            bool(batch.gets)
-            + len(batch.searches)
-            + len(batch.listings)
-            + bool(batch.writes or (refresh and not with_vectors))
-        )
-        if units == 1:  # a connection per unit: none held in between
-            await self._run_direct(shared.direct.executor, batch, results, refresh, now)
-        elif units > 1:
+        direct_work = batch.gets or batch.searches or batch.listings or batch.writes
+        if direct_work or (refresh and not with_vectors):
             async with shared.direct.session() as session:
                 await self._run_direct(session, batch, results, refresh, now)
         if with_vectors:
