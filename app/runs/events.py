@@ -10,7 +10,13 @@ status; readers stop there and never send it.
 
 NOTIFY payloads on the one channel, `<kind>:<run_id>:<origin process>[:<thread_id>]`: `q` (a
 run became claimable), `e` (new events or a status change; with the thread, so readers of the
-thread stream wake too), `c` (cancel requested).
+thread stream wake too), `c` (cancel requested), `w` (a reader in another process follows the
+run from the database).
+
+A run's events go to the database as they come (batched) only when someone may read them
+there before the run ends: the stream is resumable, or a reader in another process announced
+itself (`w`). Otherwise they wait for the run's final transaction, which stores them all: one
+write per run instead of one per batch, and readers in this process follow the local log.
 
 Thread-level `state_update` events (after update_state) are rows of `run_events` as well, under
 an id of their own (seq 1); the thread stream (app/runs/thread_stream.py) merges them with the
@@ -22,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Callable
@@ -101,6 +108,9 @@ class EventHub:
         self._cancel_handlers: dict[str, Callable[[], None]] = {}
         self._listener: asyncio.Task[None] | None = None
         self._listening = asyncio.Event()
+        # runs followed from the database by readers elsewhere (`w`), and our publishers
+        self._watched: dict[str, float] = {}
+        self._publishers: dict[str, RunPublisher] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -169,6 +179,26 @@ class EventHub:
                 self.wake_thread(thread_id)
         elif kind == "c":
             self.deliver_cancel(run_id)
+        elif kind == "w":
+            self._watch(run_id)
+
+    def _watch(self, run_id: str) -> None:
+        """A reader in another process follows `run_id` from the database: store its events
+        as they come, from now on (or from its start, if it starts here later)."""
+        now = time.monotonic()
+        if len(self._watched) > 1000:  # runs announced here that ran elsewhere
+            self._watched = {r: t for r, t in self._watched.items() if now - t < 3600}
+        self._watched[run_id] = now
+        publisher = self._publishers.get(run_id)
+        if publisher is not None:
+            publisher.watch()
+
+    async def announce_reader(self, run_id: str) -> None:
+        """Tell whichever process executes `run_id` that a reader here follows it from the
+        database (PostgreSQL; a single SQLite process has no readers elsewhere)."""
+        if self.cross_process:
+            async with one_statement(self.engine) as conn:
+                await self.notify(conn, "w", run_id)
 
     def _wake_all(self) -> None:
         self.queue_wakeup.set()
@@ -237,15 +267,25 @@ class EventHub:
     # ------------------------------------------------------------------ publishing
 
     def publisher(
-        self, *, run_id: str, thread_id: str, tenant_id: str, last_seq: int
+        self, *, run_id: str, thread_id: str, tenant_id: str, last_seq: int, eager: bool = True
     ) -> RunPublisher:
-        """A publisher continuing after `last_seq` (events of earlier attempts stay)."""
+        """A publisher continuing after `last_seq` (events of earlier attempts stay).
+
+        `eager`: store events as they come (a resumable stream); else only once a reader in
+        another process announces itself, or with the run's final transaction."""
         local = _LocalLog(first_seq=last_seq + 1)
         self._local[run_id] = local
         self.wake_thread(thread_id)  # a thread stream waiting for the thread's next run
-        return RunPublisher(
-            self, run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, local=local
+        publisher = RunPublisher(
+            self,
+            run_id=run_id,
+            thread_id=thread_id,
+            tenant_id=tenant_id,
+            local=local,
+            eager=eager or run_id in self._watched,
         )
+        self._publishers[run_id] = publisher
+        return publisher
 
     def _release_local(self, run_id: str, local: _LocalLog, *, ended: bool) -> None:
         if ended:
@@ -255,6 +295,11 @@ class EventHub:
         local.closed = True
         if self._local.get(run_id) is local:
             del self._local[run_id]
+        publisher = self._publishers.get(run_id)
+        if publisher is not None and publisher._local is local:
+            del self._publishers[run_id]
+            if ended:
+                self._watched.pop(run_id, None)
         self.wake(run_id)
 
     def end_row(self, *, run_id: str, thread_id: str, tenant_id: str, seq: int) -> dict[str, Any]:
@@ -383,6 +428,7 @@ class EventHub:
             after_seq if after_seq is not None else await self.last_seq(run_id, tenant_id=tenant_id)
         )
         heartbeat = self.keepalive if heartbeat is None else heartbeat
+        announced = -heartbeat  # when this reader last asked for events as they come
         local: _LocalLog | None = None
         if fresh and run_id not in self._local:
             with contextlib.suppress(TimeoutError):
@@ -426,6 +472,11 @@ class EventHub:
                 if not tail:
                     return
                 continue
+            if local is None and time.monotonic() - announced >= heartbeat:
+                # executing elsewhere (or not yet): ask for its events as they come; again
+                # at each heartbeat, for a process that claims the run later
+                await self.announce_reader(run_id)
+                announced = time.monotonic()
             try:
                 await asyncio.wait_for(asyncio.shield(signal), timeout=heartbeat)
             except TimeoutError:
@@ -441,7 +492,9 @@ class RunPublisher:
 
     Database writes wait `COALESCE_SECONDS` so events produced together go in one INSERT; the
     events still pending when the run ends are written by the settling transaction itself
-    (`final_rows`), so a short run costs no separate event write at all.
+    (`final_rows`), so a short run costs no separate event write at all. Until the publisher
+    is `eager` (resumable stream) or watched (a reader elsewhere, see EventHub), no batch is
+    written before the end: the final transaction stores them all.
     """
 
     COALESCE_SECONDS = 0.02
@@ -454,8 +507,10 @@ class RunPublisher:
         thread_id: str,
         tenant_id: str,
         local: _LocalLog,
+        eager: bool = True,
     ) -> None:
         self.hub = hub
+        self._eager = eager
         self.run_id = run_id
         self.thread_id = thread_id
         self.tenant_id = tenant_id
@@ -493,9 +548,17 @@ class RunPublisher:
         self._local.events.append(ev)
         self.hub.wake(self.run_id)
         self._pending.append(self._row(ev.seq, event, data))
-        if not self._final and (self._writer is None or self._writer.done()):
+        if self._eager and not self._final and (self._writer is None or self._writer.done()):
             self._writer = asyncio.create_task(self._write_batches(), name="gk-events")
         return ev
+
+    def watch(self) -> None:
+        """A reader elsewhere follows the run: store what is pending now, then every batch."""
+        if self._eager:
+            return
+        self._eager = True
+        if self._pending and not self._final and (self._writer is None or self._writer.done()):
+            self._writer = asyncio.create_task(self._write_batches(delay=0), name="gk-events")
 
     async def _write_batches(self, delay: float | None = None) -> None:
         while self._pending and not self._final:
