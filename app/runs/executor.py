@@ -26,8 +26,9 @@ from app.auth.identity import restore_auth_user
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_jsonable
+from app.runs import finish
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
-from app.runs.events import EventHub, RunPublisher
+from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.schemas import run_json
@@ -71,6 +72,8 @@ class RunExecutor:
         self.store = store
         self.run_timeout = run_timeout_seconds
         self.max_attempts = max_attempts
+        # PostgreSQL ends a run in one statement (app/runs/finish.py)
+        self._one_statement_finish = engine.dialect.name == "postgresql"
 
     def _saver(self, run: ClaimedRun) -> Any:
         return self.saver.for_tenant(run.tenant_id)
@@ -84,10 +87,17 @@ class RunExecutor:
         last = (
             0 if run.attempt <= 1 else await self.hub.last_seq(run.run_id, tenant_id=run.tenant_id)
         )
+        # A resumable stream stores its events as they come (a client may resume it anywhere,
+        # even after this process died); others only once a reader elsewhere asks for them.
         publisher = self.hub.publisher(
-            run_id=run.run_id, thread_id=run.thread_id, tenant_id=run.tenant_id, last_seq=last
+            run_id=run.run_id,
+            thread_id=run.thread_id,
+            tenant_id=run.tenant_id,
+            last_seq=last,
+            eager=bool(run.kwargs.get("resumable")),
         )
         ended = False
+        done_after = ""  # what the settle did of the after-run bookkeeping (see _settle)
         started = time.monotonic()
         try:
             outcome = await self._outcome(run, signals, publisher)
@@ -101,7 +111,7 @@ class RunExecutor:
                     await self.hub.notify(conn, "q")
                 self.hub.queue_wakeup.set()
                 return
-            await self._settle(run, outcome, publisher, worker_id=worker_id)
+            done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
             ended = True
             self._observe(run, outcome, time.monotonic() - started)
         except Exception:
@@ -110,9 +120,9 @@ class RunExecutor:
             publisher.close(ended=ended)
         if ended:
             # After close: readers (wait, stream) have their answer; this is bookkeeping.
-            if not run.temporary:  # a temporary thread is about to go
+            if not run.temporary and done_after != "history":  # a temporary thread goes
                 await self._observe_history(run)
-            await self._after(run)
+            await self._after(run, thread_gone=done_after == "deleted")
 
     def _observe(self, run: ClaimedRun, outcome: _Outcome, seconds: float) -> None:
         metrics.observe_run_finished(run.graph_id, outcome.status, seconds)
@@ -266,18 +276,72 @@ class RunExecutor:
         }
         return to_jsonable(snapshot.values), interrupts, bool(snapshot.next)
 
+    def _ends_with_thread(self, run: ClaimedRun) -> bool:
+        """A stateless run whose temporary thread goes when it ends, deleted by the run's
+        final statement itself (PostgreSQL), when nothing reads the thread afterwards: no
+        webhook (it reports the run row) and `values` streamed (the wait answer comes from
+        the events, not from the thread's values)."""
+        kwargs = run.kwargs
+        return (
+            self._one_statement_finish
+            and run.temporary
+            and kwargs.get("on_completion", "delete") == "delete"
+            and not kwargs.get("webhook")
+            and "values" in (kwargs.get("stream_mode") or ["values"])
+        )
+
     async def _settle(
         self, run: ClaimedRun, outcome: _Outcome, publisher: RunPublisher, *, worker_id: str
-    ) -> None:
+    ) -> str:
+        """Write the run's end. Returns what it did of the after-run bookkeeping: "deleted"
+        (the temporary thread went with the run), "history" (the thread's history length is
+        observed) or ""."""
         if outcome.status == "rollback":
             await self._saver(run).adelete_for_runs([run.run_id])
-        values, interrupts, has_next = await self._thread_state(run)
+        delete_thread = outcome.status != "rollback" and self._ends_with_thread(run)
+        if delete_thread:
+            # the thread goes with the run: no state to read
+            values, interrupts, has_next = None, dict[str, Any](), False
+        else:
+            values, interrupts, has_next = await self._thread_state(run)
         rows = await publisher.final_rows()
         if outcome.status in ("error", "timeout"):
             thread_status = "error"
         else:
             thread_status = "interrupted" if has_next else "idle"
         now = utcnow()
+        if self._one_statement_finish and outcome.status != "rollback":
+            # PostgreSQL: one statement, one round trip (app/runs/finish.py). The payloads
+            # are the ones EventHub.notify sends.
+            origin = self.hub.origin
+            end = finish.Finish(
+                run_id=run.run_id,
+                thread_id=run.thread_id,
+                tenant_id=run.tenant_id,
+                rows=rows,
+                wrote_any=publisher.wrote_any,
+                channel=NOTIFY_CHANNEL,
+                e_payload=f"e:{run.run_id}:{origin}:{run.thread_id}",
+                q_payload=f"q::{origin}",
+            )
+            if delete_thread:
+                await finish.delete_temporary(self.engine, end)
+                return "deleted"
+            settled, history = await finish.settle(
+                self.engine,
+                end,
+                status=outcome.status,
+                error=outcome.error,
+                thread_status=thread_status,
+                values=values,
+                interrupts=interrupts,
+                now=now,
+            )
+            if settled == "busy":
+                self.hub.queue_wakeup.set()
+            if history and not run.temporary:
+                metrics.observe_thread_history(history)
+            return "history"
         async with self.engine.begin() as conn:
             if outcome.status == "rollback":
                 await conn.execute(
@@ -315,11 +379,16 @@ class RunExecutor:
                 await self.hub.notify(conn, "q")
         if settled == "busy":
             self.hub.queue_wakeup.set()
+        return ""
 
-    async def _after(self, run: ClaimedRun) -> None:
+    async def _after(self, run: ClaimedRun, *, thread_gone: bool = False) -> None:
         """Webhook and temporary-thread clean-up, once the run is final."""
         webhook = run.kwargs.get("webhook")
-        delete_thread = run.temporary and run.kwargs.get("on_completion", "delete") == "delete"
+        delete_thread = (
+            run.temporary
+            and not thread_gone
+            and run.kwargs.get("on_completion", "delete") == "delete"
+        )
         if webhook:
             async with self.engine.connect() as conn:
                 row = (

@@ -7,13 +7,15 @@ wakes idle workers on commit.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import delete, select
+from sqlalchemy import Text, bindparam, cast, delete, exists, func, select
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -25,8 +27,8 @@ from app.db.tables import runs, threads
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.runs import prepare
-from app.runs.events import EventHub, StreamEvent
-from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
+from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
+from app.runs.queue import ACTIVE_STATUSES, ClaimedRun, one_statement
 from app.runs.schemas import RunCreate, new_run_id, run_json
 from app.threads import run_status
 
@@ -43,6 +45,112 @@ def _uuid(value: str, what: str) -> str:
         raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
 
 
+_THREAD_COLUMNS = (
+    "thread_id",
+    "tenant_id",
+    "status",
+    "metadata",
+    "config",
+    "values",
+    "interrupts",
+    "error",
+    "created_at",
+    "updated_at",
+    "state_updated_at",
+)
+_RUN_COLUMNS = (
+    "run_id",
+    "tenant_id",
+    "thread_id",
+    "assistant_id",
+    "graph_id",
+    "status",
+    "metadata",
+    "kwargs",
+    "multitask_strategy",
+    "created_at",
+    "updated_at",
+    "available_at",
+    "attempt",
+    "temporary",
+    "worker_id",
+    "lease_expires_at",
+    "started_at",
+)
+
+
+@functools.cache
+def _stateless_insert(*, notify: bool) -> Any:
+    """PostgreSQL: insert a temporary thread (busy) and its run in one statement, returning
+    the run row; no row when the thread id is taken. With `notify`, the statement also sends
+    the NOTIFY that wakes idle workers (delivered on its commit)."""
+    new_thread = (
+        postgresql.insert(threads)
+        .values({c: bindparam(f"t_{c}", type_=threads.c[c].type) for c in _THREAD_COLUMNS})
+        .on_conflict_do_nothing(index_elements=["thread_id"])
+        .returning(threads.c.thread_id)
+        .cte("new_thread")
+    )
+    values = select(*[bindparam(f"r_{c}", type_=runs.c[c].type) for c in _RUN_COLUMNS]).select_from(
+        new_thread
+    )
+    returned: list[Any] = list(runs.c)
+    if notify:
+        wake = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
+        returned.append(cast(wake, Text).label("notified"))
+    return runs.insert().from_select(list(_RUN_COLUMNS), values).returning(*returned)
+
+
+@functools.cache
+def _thread_insert(*, notify: bool) -> Any:
+    """PostgreSQL: a run on an existing thread in one statement, when the thread is not busy
+    and its metadata is still what the caller read (`seen_metadata`): lock the thread row,
+    insert the run, mark the thread busy with its new metadata and config; returns the run
+    row, or nothing (busy, gone or changed meanwhile: the caller takes the transaction path,
+    which applies the multitask strategy). With `notify`, also the NOTIFY for idle workers."""
+    thread = (
+        select(threads.c.thread_id, threads.c.tenant_id)
+        .where(
+            threads.c.thread_id == bindparam("r_thread_id", type_=threads.c.thread_id.type),
+            threads.c.tenant_id == bindparam("r_tenant_id", type_=threads.c.tenant_id.type),
+            threads.c.status != "busy",
+            threads.c.metadata == bindparam("seen_metadata", type_=threads.c.metadata.type),
+            ~exists().where(  # see `_insert_run`: idle may be stale
+                runs.c.thread_id == threads.c.thread_id,
+                runs.c.tenant_id == threads.c.tenant_id,
+                runs.c.status.in_(ACTIVE_STATUSES),
+            ),
+        )
+        .with_for_update()
+        .cte("idle_thread")
+    )
+    values = select(*[bindparam(f"r_{c}", type_=runs.c[c].type) for c in _RUN_COLUMNS]).select_from(
+        thread
+    )
+    new_run = (
+        runs.insert().from_select(list(_RUN_COLUMNS), values).returning(*runs.c).cte("new_run")
+    )
+    busy = (
+        threads.update()
+        .where(
+            threads.c.thread_id == new_run.c.thread_id,
+            threads.c.tenant_id == new_run.c.tenant_id,
+        )
+        .values(
+            status="busy",
+            metadata=bindparam("t_metadata", type_=threads.c.metadata.type),
+            config=bindparam("t_config", type_=threads.c.config.type),
+            updated_at=bindparam("t_updated_at", type_=threads.c.updated_at.type),
+        )
+        .cte("busy_thread")
+    )
+    returned: list[Any] = list(new_run.c)
+    if notify:
+        wake = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
+        returned.append(cast(wake, Text).label("notified"))
+    return select(*returned).add_cte(busy)
+
+
 class RunService:
     """Run operations for the API; execution happens in the workers (app/runs/worker.py)."""
 
@@ -53,6 +161,8 @@ class RunService:
         self.saver = saver
         # This process's workers, when it has any: runs created here start on them directly.
         self.local_pool: WorkerPool | None = None
+        # PostgreSQL creates a stateless run and its thread in one statement
+        self._one_statement_create = engine.dialect.name == "postgresql"
 
     # ------------------------------------------------------------------ create
 
@@ -132,6 +242,22 @@ class RunService:
         no claim round trip and no durable commit between creating and starting it."""
         tenant_id = principal.tenant_id
         to_cancel: list[str] = []
+        if self._one_statement_create:
+            fast = await self._insert_fast(
+                principal=principal,
+                payload=payload,
+                stateless=stateless,
+                run_id=run_id,
+                thread_id=thread_id,
+                assistant_id=assistant_id,
+                now=now,
+                available=available,
+                strategy=strategy,
+                headers=headers,
+                direct=direct,
+            )
+            if fast is not None:
+                return fast
         async with self.engine.begin() as conn:
             assistant = await assistant_queries.find_row(
                 conn, tenant_id=tenant_id, assistant_id=assistant_id
@@ -175,9 +301,14 @@ class RunService:
                 thread_metadata: JSONObject = metadata
             else:
                 thread_metadata = dict(thread.metadata or {})
-                # Only a busy thread has runs in flight (busy is kept in the same transactions
-                # that add and settle runs), so an idle one needs no look at its runs.
-                if thread.status == "busy":
+                # A busy thread has runs in flight (busy is kept in the same transactions that
+                # add and settle runs). An idle one may still have one: a run that ended while
+                # this run was being added to the thread settles it from a snapshot taken
+                # before (READ COMMITTED), so look at the runs too.
+                busy = thread.status == "busy" or await run_status.has_active_runs(
+                    conn, tenant_id=tenant_id, thread_id=thread_id
+                )
+                if busy:
                     direct = False  # queue behind what is in flight
                     to_cancel = await self._apply_strategy(
                         conn, tenant_id=tenant_id, thread_id=thread_id, strategy=strategy
@@ -243,6 +374,148 @@ class RunService:
                 created_at=created.created_at,
             )
         return created, dispatched, to_cancel, assistant.graph_id
+
+    async def _insert_fast(
+        self,
+        *,
+        principal: Principal,
+        payload: RunCreate,
+        stateless: bool,
+        run_id: str,
+        thread_id: str,
+        assistant_id: str,
+        now: datetime,
+        available: datetime,
+        strategy: str,
+        headers: Mapping[str, str],
+        direct: bool,
+    ) -> tuple[Row[Any], ClaimedRun | None, list[str], str] | None:
+        """`_insert_run` on PostgreSQL in autocommitted statements on one connection: the
+        assistant read, then (stateless) the temporary thread and the run in ONE statement
+        (`_stateless_insert`): two round trips instead of BEGIN, three statements and COMMIT;
+        or (a thread that is not busy) the thread read, then lock, run insert and busy mark in
+        ONE statement (`_thread_insert`): three instead of six. None: the thread is missing,
+        busy or changed meanwhile; the caller takes the transaction path."""
+        tenant_id = principal.tenant_id
+        pool = self.local_pool
+        direct = direct and pool is not None
+        async with one_statement(self.engine) as conn:
+            assistant = await assistant_queries.find_row(
+                conn, tenant_id=tenant_id, assistant_id=assistant_id
+            )
+            if assistant is None or not self.graphs.has(assistant.graph_id):
+                raise NotFound("Thread or assistant not found.")
+            seen: Any = None
+            if not stateless:
+                seen = (
+                    await conn.execute(
+                        select(threads.c.status, threads.c.metadata).where(
+                            threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
+                        )
+                    )
+                ).first()
+                if seen is None or seen.status == "busy":
+                    return None  # create it (if_not_exists) or apply the strategy
+            kwargs = prepare.build_kwargs(
+                payload,
+                principal=principal,
+                run_id=run_id,
+                thread_id=thread_id,
+                assistant_id=assistant_id,
+                graph_id=assistant.graph_id,
+                assistant_config=assistant.config or {},
+                assistant_context=assistant.context or {},
+                headers=headers,
+                temporary=stateless,
+            )
+            if seen is None:
+                thread_metadata = {
+                    **(((payload.config or {}).get("metadata")) or {}),
+                    **(payload.metadata or {}),
+                    "graph_id": assistant.graph_id,
+                    "assistant_id": assistant_id,
+                }
+            else:
+                thread_metadata = dict(seen.metadata or {})
+            params: dict[str, Any] = {
+                "t_thread_id": thread_id,
+                "t_tenant_id": tenant_id,
+                "t_status": "busy",  # busy with this run from the start
+                "t_metadata": thread_metadata,
+                "t_config": kwargs["config"],
+                "t_values": None,
+                "t_interrupts": {},
+                "t_error": None,
+                "t_created_at": now,
+                "t_updated_at": now,
+                "t_state_updated_at": now,
+                "r_run_id": run_id,
+                "r_tenant_id": tenant_id,
+                "r_thread_id": thread_id,
+                "r_assistant_id": assistant_id,
+                "r_graph_id": assistant.graph_id,
+                "r_status": "pending",
+                "r_metadata": prepare.run_metadata(
+                    payload,
+                    assistant_metadata=assistant.metadata or {},
+                    thread_metadata=thread_metadata,
+                    assistant_id=assistant_id,
+                ),
+                "r_kwargs": kwargs,
+                "r_multitask_strategy": strategy,
+                "r_created_at": available,
+                "r_updated_at": now,
+                "r_available_at": available,
+                "r_attempt": 0,
+                "r_temporary": stateless,
+                "r_worker_id": None,
+                "r_lease_expires_at": None,
+                "r_started_at": None,
+                "channel": NOTIFY_CHANNEL,
+                "payload": f"q::{self.hub.origin}",  # as EventHub.notify sends it
+            }
+            if direct and pool is not None:  # inserted already claimed by this process
+                params.update(
+                    r_status="running",
+                    r_worker_id=pool.worker_id,
+                    r_lease_expires_at=now + timedelta(seconds=pool.lease_seconds),
+                    r_attempt=1,
+                    r_started_at=now,
+                )
+            if seen is None:
+                statement = _stateless_insert(notify=not direct)
+            else:
+                statement = _thread_insert(notify=not direct)
+                params.update(
+                    seen_metadata=seen.metadata,
+                    t_metadata={
+                        **thread_metadata,
+                        "graph_id": assistant.graph_id,
+                        "assistant_id": assistant_id,
+                    },
+                    t_updated_at=now,
+                )
+            created = (await conn.execute(statement, params)).first()
+        if created is None:
+            if seen is not None:
+                return None  # busy or changed since read: the transaction path decides
+            raise Conflict(f"Thread '{thread_id}' already exists")  # ON CONFLICT DO NOTHING
+        dispatched = None
+        if direct and pool is not None:
+            dispatched = ClaimedRun(
+                run_id=run_id,
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                assistant_id=assistant_id,
+                graph_id=assistant.graph_id,
+                kwargs=kwargs,
+                metadata=dict(created.metadata),
+                attempt=1,
+                temporary=stateless,
+                cancel_action=None,
+                created_at=created.created_at,
+            )
+        return created, dispatched, [], assistant.graph_id
 
     async def _apply_strategy(
         self, conn: AsyncConnection, *, tenant_id: str, thread_id: str, strategy: str
