@@ -160,9 +160,11 @@ async def main() -> None:
             async with AsyncExitStack() as stack:
                 tag = uuid.uuid4().hex[:8]
                 engines = {}
+                urls: list[str] = []
                 stores: dict[str, BaseStore] = {}
                 for name, mode in (("pgvector", "auto"), ("portable", "off")):
                     url = await _create_db(admin, f"gk_bench_{name}_{tag}")
+                    urls.append(url)
                     engine = create_engine(url, pool_size=4)
                     engines[name] = engine
                     stack.push_async_callback(engine.dispose)
@@ -171,15 +173,20 @@ async def main() -> None:
                     assert store.uses_pgvector == (mode == "auto")
                     stores[name] = store
                 official_url = await _create_db(admin, f"gk_bench_official_{tag}")
+                urls.append(official_url)
                 official = await stack.enter_async_context(
                     AsyncPostgresStore.from_conn_string(official_url, index=_index())  # type: ignore[arg-type]
                 )
                 await official.setup()
                 stores["official"] = official
                 took = await _load(stores, size)
-                for engine in engines.values():
-                    async with engine.connect() as conn:
-                        await conn.exec_driver_sql("ANALYZE")
+                # steady state: no autovacuum of the fresh HNSW indexes during the measurement
+                for url in urls:
+                    conn = await asyncpg.connect(url)
+                    try:
+                        await conn.execute("VACUUM ANALYZE")
+                    finally:
+                        await conn.close()
                 print(f"\n== {size} items; load seconds: "
                       + ", ".join(f"{n} {t:.1f}" for n, t in took.items()), flush=True)  # fmt: skip
                 report = await _bench(stores, size, args.repeat)
