@@ -163,8 +163,8 @@ def create_app(settings: Settings) -> FastAPI:
     # Routers are matched in this order on every request (FastAPI tries each route of each
     # router in turn, twice): the busiest first. No two routers share a path and method.
     app.include_router(threads.router)
-    app.include_router(runs.router)
     app.include_router(store.router)
+    app.include_router(runs.router)
     app.include_router(thread_stream.router)
     app.include_router(assistants.router)
     app.include_router(meta.router)

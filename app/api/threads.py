@@ -287,3 +287,9 @@ async def get_history(
         body=HistoryRequest(limit=limit, before=before, select=_query_list(select)),
     )
     return json_response(result)
+
+
+# FastAPI tries routes in order (twice per request): thread create and the state and history
+# routes first. No two routes here match the same path and method, so the order is free.
+_HOT_PATHS = ("/threads", "/threads/{thread_id}/state", "/threads/{thread_id}/history")
+router.routes.sort(key=lambda route: getattr(route, "path", None) not in _HOT_PATHS)
