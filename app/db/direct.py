@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
@@ -157,12 +157,25 @@ class DirectExecutor(Runner):
     options of `app.db.dialect.autocommit_read_options` (PostgreSQL: AUTOCOMMIT; SQLite: no
     automatic BEGIN)."""
 
-    def __init__(self, autocommit_engine: AsyncEngine, *, park_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        autocommit_engine: AsyncEngine,
+        *,
+        park_seconds: float = 0.0,
+        unobserved: AsyncEngine | None = None,
+    ) -> None:
         """`park_seconds` > 0: a connection that finished a unit cleanly stays checked out
         (parked, up to PARK_MAX of them) for the next unit for that long after its last use,
         sparing the pool's checkout and checkin (most of a small unit's CPU); it goes back to
-        the pool when idle that long, after a failed unit, and on `engine.dispose()`."""
+        the pool when idle that long, after a failed unit, and on `engine.dispose()`.
+
+        `unobserved` (same dialect, autocommit options too): the engine whose pool serves
+        units while no `before_cursor_execute` listener is on `autocommit_engine` (e.g. one
+        whose connections start with other session settings); listeners are told of every
+        statement on a connection of `autocommit_engine` itself.
+        """
         self._engine = autocommit_engine
+        self._unobserved = unobserved or autocommit_engine
         self._dialect = autocommit_engine.dialect
         self._sqlite = self._dialect.name == "sqlite"
         if not self._sqlite and self._dialect.driver != "asyncpg":
@@ -174,9 +187,14 @@ class DirectExecutor(Runner):
         self._closing: set[asyncio.Future[Any]] = set()
         if park_seconds > 0:
             # `dispose()` runs on the engine these options were derived from
-            sync_engine = autocommit_engine.sync_engine
+            sync_engine = self._unobserved.sync_engine
             base = getattr(sync_engine, "_proxied", sync_engine)
             event.listen(base, "engine_disposed", _unpark_on_dispose(self))
+
+    @property
+    def pool(self) -> Pool:
+        """The pool that serves units no listener observes (where connections park)."""
+        return self._unobserved.sync_engine.pool
 
     def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
         return DirectStatement(statement, self._engine, raw)
@@ -190,7 +208,7 @@ class DirectExecutor(Runner):
         await greenlet_spawn(self._checked_out_unit, work, out)
 
     def _checked_out_unit(self, work: Work, out: list[Any] | None) -> None:
-        pooled = self._engine.sync_engine.raw_connection()
+        pooled = self._unobserved.sync_engine.raw_connection()
         try:
             await_(DirectSession(self, pooled, None, None)._unit(work, out))
         finally:
@@ -208,7 +226,7 @@ class DirectExecutor(Runner):
         # No listeners: take the pooled DBAPI connection itself (pool events such as the idle
         # ping still run), skipping the Connection object and its isolation-level switching;
         # the driver connection is outside any transaction here, i.e. autocommit.
-        pooled = self._unpark() or await self._engine.raw_connection()
+        pooled = self._unpark() or await self._unobserved.raw_connection()
         clean = False
         try:
             yield DirectSession(self, pooled, None, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import event
@@ -71,8 +72,12 @@ def create_engine(
     max_overflow: int = 10,
     timeout_seconds: float = 10.0,
     null_pool: bool = False,
+    server_settings: Mapping[str, str] | None = None,
 ) -> AsyncEngine:
-    """Create the async engine; SQLite gets WAL, a busy timeout and foreign keys."""
+    """Create the async engine; SQLite gets WAL, a busy timeout and foreign keys.
+
+    `server_settings`: PostgreSQL settings every connection of the engine starts with.
+    """
     url = normalize_url(url)
     kwargs: dict[str, Any] = {}
     if is_sqlite(url):
@@ -83,7 +88,7 @@ def create_engine(
         kwargs["connect_args"] = {
             "timeout": timeout_seconds,
             "command_timeout": max(timeout_seconds * 6, 60.0),
-            "server_settings": {"application_name": "graphkeep"},
+            "server_settings": {"application_name": "graphkeep", **(server_settings or {})},
         }
         if null_pool:
             kwargs["poolclass"] = NullPool

@@ -11,6 +11,7 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.util import greenlet_spawn
 
 from app.db.direct import PARK_MAX
 from app.db.engine import create_engine
@@ -32,10 +33,11 @@ def store(engine: AsyncEngine) -> SQLStore:
     return SQLStore(engine, clock=StepClock())
 
 
-async def all_returned(engine: AsyncEngine) -> bool:
-    """Whether every connection is back in the pool once parked ones have idled out."""
+async def all_returned(engine: AsyncEngine, store: SQLStore) -> bool:
+    """Whether every connection is back in its pool once parked ones have idled out (on
+    PostgreSQL the store's direct statements have a pool of their own)."""
     await asyncio.sleep(store_direct.PARK_SECONDS * 3)
-    return engine.pool.checkedout() == 0
+    return engine.pool.checkedout() == 0 and store._shared.direct.executor.pool.checkedout() == 0
 
 
 async def test_a_search_is_compiled_once_per_filter_shape(store: SQLStore) -> None:
@@ -142,7 +144,7 @@ async def test_a_write_the_database_refuses_leaves_the_batch_unwritten(
         async with engine.begin() as conn:
             for sql in _ALLOW[dialect]:
                 await conn.exec_driver_sql(sql)
-    assert engine.pool.checkedout() == 0  # a failed unit returns its connection
+    assert store._shared.direct.executor.pool.checkedout() == 0  # failed: returned
     # nothing of either batch was written: the pooled connections still work
     assert await store.aget(ns, "new") is None
     assert await store.aget(ns, "bad") is None
@@ -197,7 +199,7 @@ async def test_a_lost_connection_fails_the_op_and_the_pool_recovers(engine: Asyn
     await store.aput(ns, "k", {"v": 3})
     got = await store.aget(ns, "k")
     assert got is not None and got.value == {"v": 3}
-    assert await all_returned(engine)
+    assert await all_returned(engine, store)
 
 
 async def test_concurrent_batches_share_the_pool(engine: AsyncEngine, store: SQLStore) -> None:
@@ -213,16 +215,17 @@ async def test_concurrent_batches_share_the_pool(engine: AsyncEngine, store: SQL
 
     await asyncio.gather(*(one(i) for i in range(40)))
     assert len(await store.asearch(ns, limit=100)) == 40
-    assert engine.pool.checkedout() <= PARK_MAX
-    assert await all_returned(engine)
+    assert store._shared.direct.executor.pool.checkedout() <= PARK_MAX
+    assert await all_returned(engine, store)
 
 
 async def test_a_connection_is_parked_between_ops_then_returned(
     engine: AsyncEngine, store: SQLStore
 ) -> None:
     opened: list[object] = []
+    pool = store._shared.direct.executor.pool
 
-    @event.listens_for(engine.sync_engine.pool, "connect")
+    @event.listens_for(pool, "connect")
     def _opened(dbapi_conn: object, record: object) -> None:
         opened.append(dbapi_conn)
 
@@ -230,29 +233,41 @@ async def test_a_connection_is_parked_between_ops_then_returned(
     for i in range(20):  # one connection serves every op, without a pool checkout
         await store.aput(ns, f"k{i}", {"i": i})
         assert (await store.aget(ns, f"k{i}")) is not None
-        assert engine.pool.checkedout() == 1
+        assert pool.checkedout() == 1
     assert len(opened) <= 1
-    assert await all_returned(engine)  # idle: back in the pool
+    assert await all_returned(engine, store)  # idle: back in the pool
     assert len(await store.asearch(ns, limit=50)) == 20
 
 
 async def test_dispose_closes_parked_connections(db_url: str) -> None:
     engine = create_engine(db_url)
-    closed: list[object] = []
-
-    @event.listens_for(engine.sync_engine.pool, "close")
-    def _closed(dbapi_conn: object, record: object) -> None:
-        closed.append(dbapi_conn)
-
-    @event.listens_for(engine.sync_engine.pool, "invalidate")
-    def _invalidated(dbapi_conn: object, record: object, exc: object) -> None:
-        closed.append(dbapi_conn)
-
     try:
         store = SQLStore(engine)
         await store.aput(("d",), "k", {"v": 1})
-        assert engine.pool.checkedout() == 1  # parked
+        executor = store._shared.direct.executor
+        parked = [pooled for pooled, _ in executor._parked]
+        assert len(parked) == 1
     finally:
         await store.adelete(("d",), "k")
         await engine.dispose()
-    assert closed  # the parked connection was closed, not left open for the GC
+    # closed with the engine, not left open for the garbage collector
+    assert executor._parked == []
+    assert not parked[0].is_valid
+
+
+async def test_store_statements_plan_generically_on_postgresql(
+    engine: AsyncEngine, store: SQLStore
+) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("plan_cache_mode is PostgreSQL's")
+    await store.aput(("g",), "k", {"v": 1})
+    executor = store._shared.direct.executor
+    pooled = executor._unpark()
+    assert pooled is not None  # the put's connection, parked on the store's own pool
+    try:
+        mode = await pooled.driver_connection.fetchval("SHOW plan_cache_mode")  # type: ignore[union-attr]
+    finally:
+        await greenlet_spawn(pooled.close)
+    assert mode == "force_generic_plan"
+    async with engine.connect() as conn:  # the app's pool keeps PostgreSQL's choice
+        assert (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one() == "auto"
