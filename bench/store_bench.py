@@ -1,6 +1,6 @@
 """SQLStore vs langgraph's AsyncPostgresStore on the same PostgreSQL server.
 
-Each store gets its own throwaway database. Items live in per-user namespaces
+Each store gets a throwaway database per size. Items live in per-user namespaces
 ("users", "u<n>", "memories"), 100 items each, so a namespace search touches the same number
 of rows at every size; flat latency from 10k to 100k items shows the index doing the work.
 
@@ -26,18 +26,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 from langgraph.store.base import BaseStore, PutOp
 from langgraph.store.postgres.aio import AsyncPostgresStore
-from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from app.store import SQLStore, queries
 
 ADMIN = os.environ.get("GRAPHKEEP_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 PER_NAMESPACE = 100
+Key = TypeVar("Key")
 LOAD_BATCH = 2000
 FILTER = {"kind": "a", "n": {"$gte": 50}}
 
@@ -56,7 +56,11 @@ def _namespace(i: int) -> tuple[str, ...]:
 
 
 async def _admin(sql: str) -> None:
-    conn = await asyncpg.connect(ADMIN)
+    await _admin_on(ADMIN, sql)
+
+
+async def _admin_on(url: str, sql: str) -> None:
+    conn = await asyncpg.connect(url)
     try:
         await conn.execute(sql)
     finally:
@@ -70,14 +74,14 @@ async def _load(store: BaseStore, start: int, stop: int) -> None:
 
 
 async def _medians_ms(
-    fns: dict[str, Callable[[], Awaitable[Any]]], repeat: int
-) -> dict[str, float]:
+    fns: dict[Key, Callable[[], Awaitable[Any]]], repeat: int
+) -> dict[Key, float]:
     """Median latency of each store's op, sampled alternately so that load on the (shared)
     machine hits every store alike."""
     for _ in range(min(20, repeat)):  # warm caches and prepared plans
         for fn in fns.values():
             await fn()
-    samples: dict[str, list[float]] = {name: [] for name in fns}
+    samples: dict[Key, list[float]] = {name: [] for name in fns}
     order = list(fns.items())
     for round_ in range(repeat):
         for name, fn in order if round_ % 2 else reversed(order):
@@ -161,44 +165,50 @@ async def _explain(store: SQLStore, url: str) -> None:
 
 
 async def main(sizes: list[int], repeat: int) -> None:
+    """Each store at each size in a database of its own, all loaded first; then every op is
+    sampled on all of them in alternation, so the SQLStore / official ratio and the growth
+    from the smallest to the largest size are both measured under the same load."""
     suffix = uuid.uuid4().hex[:8]
-    names = {"sql": f"gk_bench_sql_{suffix}", "official": f"gk_bench_lg_{suffix}"}
+    kinds = ("sqlstore", "official")
+    names = {(kind, size): f"gk_bench_{kind}_{size}_{suffix}" for kind in kinds for size in sizes}
     base = make_url(ADMIN)
     urls = {k: base.set(database=v).render_as_string(hide_password=False) for k, v in names.items()}
     for name in names.values():
         await _admin(f'CREATE DATABASE "{name}"')
-    results: dict[int, dict[str, dict[str, float]]] = {}
+    results: dict[int, dict[str, dict[str, float]]] = {
+        size: {k: {} for k in kinds} for size in sizes
+    }
     try:
         async with AsyncExitStack() as stack:
-            sql_store = await stack.enter_async_context(SQLStore.from_url(urls["sql"]))
-            official = await stack.enter_async_context(
-                AsyncPostgresStore.from_conn_string(urls["official"])
-            )
-            await official.setup()
-            stores: dict[str, BaseStore] = {"sqlstore": sql_store, "official": official}
-            loaded = 0
-            for size in sorted(sizes):
-                for store_name, store in stores.items():
-                    t0 = time.perf_counter()
-                    await _load(store, loaded, size)
-                    print(f"loaded {store_name} to {size} items in {time.perf_counter() - t0:.1f}s")
-                loaded = size
-                async with sql_store.engine.begin() as conn:  # committed, or it is lost
-                    await conn.execute(text("ANALYZE store_items"))
-                async with official.conn.cursor() as cur:  # type: ignore[union-attr]
-                    await cur.execute("ANALYZE store")
-                results[size] = {name: {} for name in stores}
-                per_store = {
-                    name: _ops(store, size, random.Random(42)) for name, store in stores.items()
-                }
-                for op in per_store["sqlstore"]:
-                    medians = await _medians_ms(
-                        {name: ops[op] for name, ops in per_store.items()}, repeat
+            stores: dict[tuple[str, int], BaseStore] = {}
+            for (kind, size), url in urls.items():
+                if kind == "sqlstore":
+                    store: BaseStore = await stack.enter_async_context(SQLStore.from_url(url))
+                else:
+                    official = await stack.enter_async_context(
+                        AsyncPostgresStore.from_conn_string(url)
                     )
-                    for name, value in medians.items():
-                        results[size][name][op] = value
+                    await official.setup()
+                    store = official
+                t0 = time.perf_counter()
+                await _load(store, 0, size)
+                print(f"loaded {kind} with {size} items in {time.perf_counter() - t0:.1f}s")
+                await _admin_on(url, "VACUUM ANALYZE")
+                stores[(kind, size)] = store
+            per_store = {
+                key: _ops(store, key[1], random.Random(42)) for key, store in stores.items()
+            }
+            for op in next(iter(per_store.values())):
+                medians = await _medians_ms(
+                    {key: ops[op] for key, ops in per_store.items()}, repeat
+                )
+                for (kind, size), value in medians.items():
+                    results[size][kind][op] = value
             _report(results)
-            await _explain(sql_store, urls["sql"])
+            largest = max(sizes)
+            sql_store = stores[("sqlstore", largest)]
+            assert isinstance(sql_store, SQLStore)
+            await _explain(sql_store, urls[("sqlstore", largest)])
     finally:
         for name in names.values():
             await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -214,10 +224,10 @@ def _report(results: dict[int, dict[str, dict[str, float]]]) -> None:
     sizes = sorted(results)
     if len(sizes) > 1:
         lo, hi = sizes[0], sizes[-1]
-        print(f"\nSQLStore growth {lo} -> {hi} items (median ratio, 1.0 = flat):")
+        print(f"\nGrowth {lo} -> {hi} items (median ratio, 1.0 = flat):")
         for op in ("prefix_search", "filtered_search"):
-            grow = results[hi]["sqlstore"][op] / results[lo]["sqlstore"][op]
-            print(f"  {op}: x{grow:.2f}")
+            grow = {k: results[hi][k][op] / results[lo][k][op] for k in ("sqlstore", "official")}
+            print(f"  {op}: SQLStore x{grow['sqlstore']:.2f}, official x{grow['official']:.2f}")
 
 
 if __name__ == "__main__":
