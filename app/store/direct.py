@@ -50,10 +50,10 @@ def _generic_plan_engine(engine: AsyncEngine) -> AsyncEngine:
         return engine
     pool = engine.sync_engine.pool
     size = pool.size() if isinstance(pool, QueuePool) else 0
-    own = create_engine(
+    own = create_engine(  # at most the app pool's size: no overflow
         engine.url.render_as_string(hide_password=False),
         pool_size=max(size, 1),
-        max_overflow=size,
+        max_overflow=0,
         null_pool=not size,
         server_settings={"plan_cache_mode": "force_generic_plan"},
     )
