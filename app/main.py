@@ -151,6 +151,9 @@ def create_app(settings: Settings) -> FastAPI:
         version=__version__,
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        # FastAPI's OpenTelemetry hooks: graphkeep exports Prometheus metrics and structured
+        # logs instead, and otherwise every request pays for looking up unconfigured providers.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings
     install_error_handlers(app)

@@ -80,12 +80,15 @@ class _Direct:
     run: DirectExecutor
     metadata: DirectStatement
     insert: DirectStatement
+    # a new thread's JSON columns that never vary, encoded once by their own bind processor
+    fresh_json: JSONObject
 
 
 # The direct executor keeps a connection that just finished (up to 0.1 s idle) for the next
 # statement: a pool checkout and checkin cost about as much CPU as the lookup itself.
 PARK_SECONDS = 0.1
 _NO_TTL: JSONObject = {"ttl_minutes": None, "ttl_strategy": None, "expires_at": None}
+_FRESH_JSON: JSONObject = {"config": {}, "values": None, "interrupts": {}, "error": None}
 _DIRECT: weakref.WeakKeyDictionary[AsyncEngine, _Direct] = weakref.WeakKeyDictionary()
 
 
@@ -93,8 +96,16 @@ def _direct(engine: AsyncEngine) -> _Direct:
     found = _DIRECT.get(engine)
     if found is None:
         run = DirectExecutor(reader(engine), park_seconds=PARK_SECONDS)
+        dialect = engine.dialect
+        fresh_json: JSONObject = {}
+        for name, value in _FRESH_JSON.items():
+            process = threads.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+            fresh_json[name] = process(value) if process is not None else value
         found = _DIRECT[engine] = _Direct(
-            run, run.prepare(q.THREAD_METADATA), run.prepare(q.INSERT_THREAD_ROW)
+            run,
+            run.prepare(q.THREAD_METADATA),
+            run.prepare(q.INSERT_THREAD_ROW, raw=tuple(_FRESH_JSON)),
+            fresh_json,
         )
     return found
 
@@ -146,7 +157,7 @@ async def create_thread(engine: AsyncEngine, *, tenant_id: str, body: ThreadCrea
                 extra=q.ttl_columns(body.ttl, now),
             )
             direct = _direct(engine)
-            await direct.run.write((direct.insert, [{**_NO_TTL, **row}]))
+            await direct.run.write((direct.insert, [{**_NO_TTL, **row, **direct.fresh_json}]))
         else:
             async with engine.begin() as conn:
                 existing = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
