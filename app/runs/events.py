@@ -11,7 +11,7 @@ status; readers stop there and never send it.
 NOTIFY payloads on the one channel, `<kind>:<run_id>:<origin process>[:<thread_id>]`: `q` (a
 run became claimable), `e` (new events or a status change; with the thread, so readers of the
 thread stream wake too), `c` (cancel requested), `w` (a reader in another process follows the
-run from the database).
+run from the database; with no run but a thread: a thread stream waits for its next run).
 
 A run's events go to the database as they come (batched) only when someone may read them
 there before the run ends: the stream is resumable, or a reader in another process announced
@@ -110,6 +110,7 @@ class EventHub:
         self._listening = asyncio.Event()
         # runs followed from the database by readers elsewhere (`w`), and our publishers
         self._watched: dict[str, float] = {}
+        self._watched_threads: dict[str, float] = {}  # thread streams elsewhere (`w` + thread)
         self._publishers: dict[str, RunPublisher] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -180,7 +181,10 @@ class EventHub:
         elif kind == "c":
             self.deliver_cancel(run_id)
         elif kind == "w":
-            self._watch(run_id)
+            if run_id:
+                self._watch(run_id)
+            elif thread_id:
+                self._watch_thread(thread_id)
 
     def _watch(self, run_id: str) -> None:
         """A reader in another process follows `run_id` from the database: store its events
@@ -192,6 +196,29 @@ class EventHub:
         publisher = self._publishers.get(run_id)
         if publisher is not None:
             publisher.watch()
+
+    def _watch_thread(self, thread_id: str) -> None:
+        """A thread stream in another process waits for the thread's next run: runs of that
+        thread starting here store their events as they come (announced each heartbeat)."""
+        now = time.monotonic()
+        if len(self._watched_threads) > 1000:
+            self._watched_threads = {
+                t: at for t, at in self._watched_threads.items() if now - at < 3 * self.keepalive
+            }
+        self._watched_threads[thread_id] = now
+        for publisher in list(self._publishers.values()):
+            if publisher.thread_id == thread_id:
+                publisher.watch()
+
+    def _thread_watched(self, thread_id: str) -> bool:
+        at = self._watched_threads.get(thread_id)
+        return at is not None and time.monotonic() - at < 3 * self.keepalive
+
+    async def announce_thread_reader(self, thread_id: str) -> None:
+        """Tell every process that a thread stream here waits for `thread_id`'s next run."""
+        if self.cross_process:
+            async with one_statement(self.engine) as conn:
+                await self.notify(conn, "w", "", thread_id=thread_id)
 
     async def announce_reader(self, run_id: str) -> None:
         """Tell whichever process executes `run_id` that a reader here follows it from the
@@ -282,7 +309,7 @@ class EventHub:
             thread_id=thread_id,
             tenant_id=tenant_id,
             local=local,
-            eager=eager or run_id in self._watched,
+            eager=eager or run_id in self._watched or self._thread_watched(thread_id),
         )
         self._publishers[run_id] = publisher
         return publisher

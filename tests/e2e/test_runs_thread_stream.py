@@ -10,6 +10,7 @@ another tenant.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
@@ -77,6 +78,7 @@ class Reader:
 
     def __init__(self, stream: AsyncIterator[StreamPart]) -> None:
         self.parts: list[StreamPart] = []
+        self.times: list[float] = []  # when each part arrived (monotonic)
         self._stream = stream
         self._changed = asyncio.Event()
         self._task = asyncio.create_task(self._run())
@@ -84,6 +86,7 @@ class Reader:
     async def _run(self) -> None:
         async for part in self._stream:
             self.parts.append(part)
+            self.times.append(time.monotonic())
             self._changed.set()
 
     async def until(self, predicate: Callable[[list[StreamPart]], bool], timeout: float = 30):
@@ -277,10 +280,10 @@ async def test_thread_deleted_ends_the_stream(live: Live) -> None:
 async def test_thread_stream_on_api_process_for_runs_in_a_worker_process(live: Live) -> None:
     if live.dialect != "postgres":
         pytest.skip("cross-process needs PostgreSQL")
-    api = live.stack.enter_context(
-        serve(live.db_url, live.tmp, workers=0, env=AUTH_ENV, name="api-only")
-    )
-    live.stack.enter_context(worker(live.db_url, live.tmp, env=AUTH_ENV))
+    # keep-alives far apart: the stream cannot find runs by polling at each keep-alive
+    env = {**AUTH_ENV, "GRAPHKEEP_STREAM_KEEPALIVE_SECONDS": "10"}
+    api = live.stack.enter_context(serve(live.db_url, live.tmp, workers=0, env=env, name="api"))
+    live.stack.enter_context(worker(live.db_url, live.tmp, env=env))
     assert api.url is not None
     token = hs_token(claims(tenant="ts-a", sub="ts-a-user", ttl=3600))
     client = get_client(url=api.url, api_key=None, headers=bearer(token))
@@ -297,6 +300,21 @@ async def test_thread_stream_on_api_process_for_runs_in_a_worker_process(live: L
     assert run_done(parts) == [r["run_id"] for r in created]
     customs = [p.data["i"] for p in parts if p.event == "custom"]
     assert customs == list(range(30)) * 2
+    # live, not at the end: a run that starts in the worker while the stream waits
+    reader = await joined(client, tid)
+    try:
+        await asyncio.sleep(0.5)  # idle: the stream has announced itself to the worker
+        slow = await client.runs.create(
+            tid, "steps", input={"tag": uuid.uuid4().hex[:6], "sleep": 2}, stream_mode=["updates"]
+        )
+        parts = await reader.until(lambda ps: len(run_done(ps)) == 1)
+    finally:
+        await reader.close()
+    assert run_done(parts) == [slow["run_id"]]
+    first_update = next(i for i, p in enumerate(parts) if p.event == "updates")
+    assert list(parts[first_update].data) == ["a"]
+    # "a" arrived before "b" slept its 2 s, not with the run's end
+    assert reader.times[-1] - reader.times[first_update] > 1.5
 
 
 async def test_delayed_run_does_not_hide_a_later_one(live: Live) -> None:
