@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import AppStateDep, PrincipalDep, caller
+from app.api.deps import AppStateDep, PrincipalDep
 from app.api.responses import json_response
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
@@ -136,8 +136,7 @@ async def delete_item(body: StoreDelete, state: AppStateDep, principal: Principa
 @router.post(
     "/store/items/search", operation_id="search_store_items", response_model=SearchItemsResponse
 )
-async def search_items(body: StoreSearch, request: Request) -> Response:
-    state, principal = await caller(request)
+async def search_items(body: StoreSearch, state: AppStateDep, principal: PrincipalDep) -> Response:
     items = await _store(state, principal.tenant_id).asearch(
         _check_labels(body.namespace_prefix),
         query=body.query,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse
 
-from app.api.deps import AppStateDep, PrincipalDep, caller
+from app.api.deps import AppStateDep, PrincipalDep
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
@@ -57,8 +57,9 @@ def _query_list(values: list[str] | None) -> list[str] | None:
 @router.post(
     "/threads", operation_id="create_thread", response_model=Thread, response_model_exclude={"ttl"}
 )
-async def create_thread(body: ThreadCreate, request: Request) -> Thread | Response:
-    state, principal = await caller(request)
+async def create_thread(
+    body: ThreadCreate, state: AppStateDep, principal: PrincipalDep
+) -> Thread | Response:
     if body.supersteps:
         updates = StateUpdates(state, principal.tenant_id)
         thread = await thread_state.create_thread_with_supersteps(
@@ -171,11 +172,11 @@ async def copy_thread(thread_id: str, state: AppStateDep, principal: PrincipalDe
 )
 async def get_state(
     thread_id: str,
-    request: Request,
+    state: AppStateDep,
+    principal: PrincipalDep,
     subgraphs: bool = Query(False),
     select: list[str] | None = SELECT_QUERY,
 ) -> Response:
-    state, principal = await caller(request)
     result = await thread_state.get_state(
         _storage(state),
         tenant_id=principal.tenant_id,
@@ -254,8 +255,9 @@ async def get_state_at_checkpoint(
     operation_id="get_thread_history",
     response_model=list[ThreadState],
 )
-async def post_history(thread_id: str, body: HistoryRequest, request: Request) -> Response:
-    state, principal = await caller(request)
+async def post_history(
+    thread_id: str, body: HistoryRequest, state: AppStateDep, principal: PrincipalDep
+) -> Response:
     if "limit" not in body.model_fields_set:
         body = body.model_copy(update={"limit": DEFAULT_HISTORY_LIMIT})
     result = await thread_state.get_history(
