@@ -139,10 +139,18 @@ def _search_statement(
     return (
         select(*ITEM_COLUMNS)
         .where(*conditions)
-        .order_by(store_items.c.updated_at.desc(), store_items.c.key, store_items.c.prefix)
+        .order_by(store_items.c.updated_at.desc(), _key_order(dialect), store_items.c.prefix)
         .limit(bindparam("b_limit", type_=Integer))
         .offset(bindparam("b_offset", type_=Integer))
     )
+
+
+def _key_order(dialect: str) -> ColumnElement[str]:
+    """Keys in code point order, as Python compares them (langgraph's in-memory store), on
+    PostgreSQL too (its default collation is slower and orders "B" after "a")."""
+    if dialect == "postgresql":
+        return store_items.c.key.collate("C")
+    return store_items.c.key
 
 
 def _search_params(

@@ -271,3 +271,12 @@ async def test_store_statements_plan_generically_on_postgresql(
     assert mode == "force_generic_plan"
     async with engine.connect() as conn:  # the app's pool keeps PostgreSQL's choice
         assert (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one() == "auto"
+
+
+async def test_equal_updated_at_orders_keys_by_code_point(store: SQLStore) -> None:
+    # one batch: one updated_at, so the key decides, as Python (the in-memory store) orders
+    # strings, whatever the database's collation
+    keys = ["b", "B", "a", "A", "é", "Z", "_"]
+    await store.abatch([PutOp(("o",), key, {"v": 1}) for key in keys])
+    assert [item.key for item in await store.asearch(("o",))] == sorted(keys)
+    assert [item.key for item in await store.asearch(())] == sorted(keys)
