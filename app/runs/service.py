@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import functools
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from sqlalchemy import Text, bindparam, cast, delete, exists, func, select
+from sqlalchemy import Text, bindparam, cast, delete, exists, func, or_, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -23,12 +25,14 @@ from app import metrics
 from app.assistants import queries as assistant_queries
 from app.assistants.service import resolve_assistant_id
 from app.auth.principal import Principal
-from app.db.tables import runs, threads
+from app.db.dialect import autocommit_read_options
+from app.db.direct import DirectExecutor, DirectStatement
+from app.db.tables import SYSTEM_TENANT, assistants, runs, threads
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.runs import prepare
 from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
-from app.runs.queue import ACTIVE_STATUSES, ClaimedRun, one_statement
+from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
 from app.runs.schemas import RunCreate, new_run_id, run_json
 from app.threads import run_status
 
@@ -98,7 +102,10 @@ def _stateless_insert(*, notify: bool) -> Any:
     if notify:
         wake = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
         returned.append(cast(wake, Text).label("notified"))
-    return runs.insert().from_select(list(_RUN_COLUMNS), values).returning(*returned)
+    new_run = (
+        runs.insert().from_select(list(_RUN_COLUMNS), values).returning(*returned).cte("new_run")
+    )
+    return select(*new_run.c)
 
 
 @functools.cache
@@ -149,6 +156,45 @@ def _thread_insert(*, notify: bool) -> Any:
         wake = func.pg_notify(bindparam("channel", type_=Text), bindparam("payload", type_=Text))
         returned.append(cast(wake, Text).label("notified"))
     return select(*returned).add_cte(busy)
+
+
+@dataclass(frozen=True)
+class _DirectCreate:
+    """The statements of a run's creation on PostgreSQL, pre-compiled for an engine."""
+
+    run: DirectExecutor
+    assistant: DirectStatement
+    thread: DirectStatement
+    stateless: dict[bool, DirectStatement]  # by `notify`
+    on_thread: dict[bool, DirectStatement]
+
+
+_DIRECT: weakref.WeakKeyDictionary[AsyncEngine, _DirectCreate] = weakref.WeakKeyDictionary()
+
+
+def _direct_create(engine: AsyncEngine) -> _DirectCreate:
+    found = _DIRECT.get(engine)
+    if found is None:
+        run = DirectExecutor(engine.execution_options(**autocommit_read_options(engine.dialect)))
+        assistant = select(assistants).where(
+            assistants.c.assistant_id == bindparam("assistant_id"),
+            or_(  # the tenant's own and the shared system assistants (queries.visible_to)
+                assistants.c.tenant_id == bindparam("tenant_id"),
+                assistants.c.tenant_id == SYSTEM_TENANT,
+            ),
+        )
+        thread = select(threads.c.status, threads.c.metadata).where(
+            threads.c.thread_id == bindparam("thread_id"),
+            threads.c.tenant_id == bindparam("tenant_id"),
+        )
+        found = _DIRECT[engine] = _DirectCreate(
+            run=run,
+            assistant=run.prepare(assistant),
+            thread=run.prepare(thread),
+            stateless={n: run.prepare(_stateless_insert(notify=n)) for n in (False, True)},
+            on_thread={n: run.prepare(_thread_insert(notify=n)) for n in (False, True)},
+        )
+    return found
 
 
 class RunService:
@@ -399,21 +445,21 @@ class RunService:
         tenant_id = principal.tenant_id
         pool = self.local_pool
         direct = direct and pool is not None
-        async with one_statement(self.engine) as conn:
-            assistant = await assistant_queries.find_row(
-                conn, tenant_id=tenant_id, assistant_id=assistant_id
+        statements = _direct_create(self.engine)
+        # pre-compiled, on one pooled connection (app/db/direct.py)
+        async with statements.run.session() as conn:
+            found = await conn.fetch(
+                statements.assistant, {"assistant_id": assistant_id, "tenant_id": tenant_id}
             )
+            assistant = found[0] if found else None
             if assistant is None or not self.graphs.has(assistant.graph_id):
                 raise NotFound("Thread or assistant not found.")
             seen: Any = None
             if not stateless:
-                seen = (
-                    await conn.execute(
-                        select(threads.c.status, threads.c.metadata).where(
-                            threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
-                        )
-                    )
-                ).first()
+                found = await conn.fetch(
+                    statements.thread, {"thread_id": thread_id, "tenant_id": tenant_id}
+                )
+                seen = found[0] if found else None
                 if seen is None or seen.status == "busy":
                     return None  # create it (if_not_exists) or apply the strategy
             kwargs = prepare.build_kwargs(
@@ -483,9 +529,9 @@ class RunService:
                     r_started_at=now,
                 )
             if seen is None:
-                statement = _stateless_insert(notify=not direct)
+                statement = statements.stateless[not direct]
             else:
-                statement = _thread_insert(notify=not direct)
+                statement = statements.on_thread[not direct]
                 params.update(
                     seen_metadata=seen.metadata,
                     t_metadata={
@@ -495,7 +541,8 @@ class RunService:
                     },
                     t_updated_at=now,
                 )
-            created = (await conn.execute(statement, params)).first()
+            found = await conn.fetch(statement, params)
+            created = found[0] if found else None
         if created is None:
             if seen is not None:
                 return None  # busy or changed since read: the transaction path decides
