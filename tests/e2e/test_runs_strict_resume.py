@@ -100,11 +100,16 @@ async def test_without_strict_resume_an_unknown_id_is_ignored(live: Live) -> Non
 async def test_queued_strict_resume_fails_with_unknown_interrupt(live: Live) -> None:
     client = get_client(url=live.url)
     tid, interrupt_id = await _interrupted(client)
-    first = await client.runs.create(tid, "asker", command=Command(resume="first"))
+    # `first` waits a second before it starts, so the thread is surely busy meanwhile
+    first = await client.runs.create(tid, "asker", command=Command(resume="first"), after_seconds=1)
     # queued behind `first` (the thread is busy): judged when it runs, after `first`
     # consumed the interrupt
     late = await client.runs.create(
-        tid, "asker", command=Command(resume={interrupt_id: "late"}), strict_resume=True
+        tid,
+        "asker",
+        command=Command(resume={interrupt_id: "late"}),
+        strict_resume=True,
+        after_seconds=1.5,  # starts after `first`
     )
     out = await client.runs.join(tid, late["run_id"])
     assert out["__error__"]["error"] == "UnknownInterruptError"

@@ -82,6 +82,7 @@ class Reader:
         self._stream = stream
         self._changed = asyncio.Event()
         self._task = asyncio.create_task(self._run())
+        self._task.add_done_callback(lambda _t: self._changed.set())  # surfaces its error
 
     async def _run(self) -> None:
         async for part in self._stream:
@@ -133,12 +134,19 @@ async def _subscribers(url: str) -> float:
     return 0.0
 
 
+def own_client(client: LangGraphClient) -> LangGraphClient:
+    """A client of its own for a stream (same server and headers): a stream cut short by the
+    test must not leave its connection in the pool the test's other calls use."""
+    http = client.http.client
+    return get_client(url=str(http.base_url), api_key=None, headers=dict(http.headers))
+
+
 async def joined(client: LangGraphClient, thread_id: str, **kwargs: Any) -> Reader:
     """A reader of the thread stream, once the server has joined it (the join is live from
     that moment: runs created earlier are followed from their current event)."""
     url = str(client.http.client.base_url)
     before = await _subscribers(url)
-    reader = Reader(await client.threads.join_stream(thread_id, **kwargs))
+    reader = Reader(await own_client(client).threads.join_stream(thread_id, **kwargs))
     deadline = asyncio.get_running_loop().time() + 5
     while await _subscribers(url) <= before and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)
@@ -210,7 +218,8 @@ async def test_last_event_id_resumes_after_an_event(live: Live) -> None:
     two = await client.runs.wait(tid, "echo", input={"text": "two"})
     assert one and two
     modes: Any = ["run_modes", "state_update"]
-    everything = Reader(await client.threads.join_stream(tid, last_event_id="-", stream_mode=modes))
+    streams = own_client(client).threads
+    everything = Reader(await streams.join_stream(tid, last_event_id="-", stream_mode=modes))
     try:
         parts = await everything.until(lambda ps: len(run_done(ps)) == 2)
     finally:
@@ -223,17 +232,17 @@ async def test_last_event_id_resumes_after_an_event(live: Live) -> None:
     ]  # fmt: skip
     assert parts[4].data["state"]["values"]["text"] == "between"
     # resume after run one's second event: the rest of run one, the update, run two
-    tail = Reader(
-        await client.threads.join_stream(tid, last_event_id=parts[1].id, stream_mode=modes)
-    )
+    streams = own_client(client).threads
+    tail = Reader(await streams.join_stream(tid, last_event_id=parts[1].id, stream_mode=modes))
     try:
         rest = await tail.until(lambda ps: len(run_done(ps)) == 2)
     finally:
         await tail.close()
     assert [p.id for p in rest] == [p.id for p in parts[2:]]
     # resume after the state update: run two only
+    streams = own_client(client).threads
     after_update = Reader(
-        await client.threads.join_stream(tid, last_event_id=parts[4].id, stream_mode=modes)
+        await streams.join_stream(tid, last_event_id=parts[4].id, stream_mode=modes)
     )
     try:
         last = await after_update.until(lambda ps: len(run_done(ps)) == 1)
