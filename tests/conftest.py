@@ -92,6 +92,23 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(name))
 
 
+async def terminate_backends(engine: AsyncEngine) -> int:
+    """Kill every other connection to the engine's PostgreSQL database from outside its
+    pools, as a server restart would; returns how many."""
+    admin = create_engine(engine.url.render_as_string(hide_password=False), null_pool=True)
+    try:
+        async with admin.connect() as conn:
+            killed = await conn.execute(
+                text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+            return int(killed.scalar_one())
+    finally:
+        await admin.dispose()
+
+
 async def truncate_all(engine: AsyncEngine) -> None:
     names = [t.name for t in reversed(metadata.sorted_tables)]
     for attempt in range(5):

@@ -8,13 +8,13 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.checkpoint import SQLSaver
-from app.db.engine import create_engine
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
+from tests.conftest import terminate_backends
 
 
 def cfg(thread_id: str, checkpoint_id: str | None = None) -> RunnableConfig:
@@ -61,18 +61,7 @@ async def test_a_lost_connection_fails_the_put_and_the_pool_recovers(engine: Asy
     saver = SQLSaver(engine)
     await saver.aput(cfg("lost"), make_checkpoint([1]), {}, {"big": "1"})
     # kill the pooled connections from outside the pool (as a server restart would)
-    admin = create_engine(engine.url.render_as_string(hide_password=False), null_pool=True)
-    try:
-        async with admin.connect() as conn:
-            killed = await conn.execute(
-                text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-            )
-            assert killed.scalar_one() >= 1
-    finally:
-        await admin.dispose()
+    assert await terminate_backends(engine) >= 1
     failed = 0
     for _ in range(engine.pool.size() + 2):  # every pooled connection may have been killed
         try:

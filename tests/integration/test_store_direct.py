@@ -17,6 +17,7 @@ from app.db.direct import PARK_MAX
 from app.db.engine import create_engine
 from app.store import SQLStore
 from app.store import direct as store_direct
+from tests.conftest import terminate_backends
 
 
 class StepClock:
@@ -175,18 +176,7 @@ async def test_a_lost_connection_fails_the_op_and_the_pool_recovers(engine: Asyn
     store = SQLStore(engine)
     ns = ("lost",)
     await store.aput(ns, "k", {"v": 1})
-    admin = create_engine(engine.url.render_as_string(hide_password=False), null_pool=True)
-    try:
-        async with admin.connect() as conn:
-            killed = await conn.execute(
-                text(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                )
-            )
-            assert killed.scalar_one() >= 1
-    finally:
-        await admin.dispose()
+    assert await terminate_backends(engine) >= 1
     failed = 0
     for i in range(engine.pool.size() + 2):  # every pooled connection may have been killed
         op = store.aput(ns, "k", {"v": 2}) if i % 2 else store.aget(ns, "k")
