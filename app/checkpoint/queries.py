@@ -49,6 +49,7 @@ WRITE_KEYS = ["tenant_id", "thread_id", "checkpoint_ns", "checkpoint_id", "task_
 # Kinds of rows in the values-and-writes union.
 KIND_VALUE = "v"
 KIND_WRITE = "w"
+KIND_GUARD = "g"  # the caller's own row riding along (see `guard_rows`)
 INLINE_MARKER = ""  # value_versions entry of a value kept inline (see codec.INLINE)
 
 HEADER_COLUMNS = (
@@ -166,7 +167,32 @@ def select_checkpoint(
     return stmt.order_by(CP.checkpoint_id.desc()).limit(1)
 
 
-def select_tuple(dialect: Dialect, *, by_id: bool) -> CompoundSelect[Any]:
+def guard_rows(guard: Select[Any]) -> Select[Any]:
+    """The caller's one-column query (a JSON column, e.g. the thread row's metadata) as rows
+    of a get/list union: kind `g`, its value in `metadata`. It may bind `tenant_id` and
+    `thread_id`, which take the checkpoint query's values. No row: the caller's row is
+    missing, in the same round trip as the checkpoints."""
+    (column,) = guard.selected_columns
+    no_text = cast(null(), Text)
+    rows: Any = guard.with_only_columns(
+        literal(KIND_GUARD),
+        no_text,
+        no_text,
+        no_text,
+        no_text,
+        no_text,
+        cast(null(), Integer),
+        no_text,
+        cast(null(), LargeBinary),
+        column,
+        cast(null(), JSONType),
+    )
+    return rows  # type: ignore[no-any-return]
+
+
+def select_tuple(
+    dialect: Dialect, *, by_id: bool, guard: Select[Any] | None = None
+) -> CompoundSelect[Any]:
     """`get_tuple` in one statement: the checkpoint row (a primary-key probe, or the first
     row of a backward index scan for the latest), then a primary-key probe per blob its
     `value_versions` references (never the thread's other blobs), then its pending writes.
@@ -260,6 +286,8 @@ def select_tuple(dialect: Dialect, *, by_id: bool) -> CompoundSelect[Any]:
             ),
         )
     )
+    if guard is not None:
+        return union_all(header, values, writes, guard_rows(guard))
     return union_all(header, values, writes)
 
 
@@ -292,7 +320,9 @@ def select_checkpoints(
     return stmt
 
 
-def select_list(dialect: Dialect, *, before: bool) -> CompoundSelect[Any]:
+def select_list(
+    dialect: Dialect, *, before: bool, guard: Select[Any] | None = None
+) -> CompoundSelect[Any]:
     """A thread's newest checkpoints with their values and pending writes, in ONE statement
     (the common `list`: one thread and namespace, a limit, no metadata filter).
 
@@ -395,6 +425,8 @@ def select_list(dialect: Dialect, *, before: bool) -> CompoundSelect[Any]:
             select(func.max(pg.checkpoint_id)).scalar_subquery(),
         ),
     )
+    if guard is not None:
+        return union_all(header, values, writes, guard_rows(guard))
     return union_all(header, values, writes)
 
 

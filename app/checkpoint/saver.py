@@ -29,6 +29,7 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
@@ -39,7 +40,7 @@ from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import autocommit_read_options, single_statement_autocommit
-from app.db.direct import DirectExecutor
+from app.db.direct import DirectExecutor, DirectStatement
 from app.db.engine import create_engine
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow
@@ -83,6 +84,8 @@ class SQLSaver(SyncBridge):
         # set on views made by aprefetch_tuple / aprefetch_list: (call key, result), used once
         self._prefetched_get: tuple[Any, CheckpointTuple | None] | None = None
         self._prefetched_list: tuple[Any, list[CheckpointTuple]] | None = None
+        # get/list statements with a caller's guard query riding along: (guard, statement)
+        self._guarded: dict[tuple[str, bool, int], tuple[Select[Any], DirectStatement]] = {}
         self._list_page = queries.select_page(dialect)
         # `list` of one thread's newest checkpoints (history): one pre-compiled statement
         self._list_latest = prepare(queries.select_list(dialect, before=False))
@@ -263,23 +266,53 @@ class SQLSaver(SyncBridge):
             limit,
         )
 
-    async def aprefetch_tuple(self, config: RunnableConfig) -> SQLSaver:
+    def _with_guard(self, kind: str, flag: bool, guard: Select[Any]) -> DirectStatement:
+        """The get (`flag`: by id) or one-page list (`flag`: before) statement with `guard`'s
+        rows in the same union, compiled once per guard query."""
+        key = (kind, flag, id(guard))
+        found = self._guarded.get(key)
+        if found is None or found[0] is not guard:
+            dialect = self.engine.dialect
+            statement = (
+                queries.select_tuple(dialect, by_id=flag, guard=guard)
+                if kind == "get"
+                else queries.select_list(dialect, before=flag, guard=guard)
+            )
+            found = self._guarded[key] = (guard, self._direct.prepare(statement))
+        return found[1]
+
+    async def aprefetch_tuple(
+        self, config: RunnableConfig, *, guard: Select[Any] | None = None
+    ) -> tuple[SQLSaver, list[Any]]:
         """A view of this saver whose next `aget_tuple` for the same checkpoint answers from a
-        read made now. A caller can overlap that read with its own (the thread row) before
-        LangGraph builds the snapshot. Served once: LangGraph updates the tuple it gets."""
-        found = await self.aget_tuple(config)
+        read made now (served once: LangGraph updates the tuple it gets), and the values of
+        `guard`'s rows read in the same statement (see `queries.guard_rows`): a caller gets
+        its own row (the thread's) and the checkpoint in one round trip."""
+        found, guarded = await self._read_tuple(config, guard)
         view = copy.copy(self)
         view._prefetched_get = (self._get_call(config), found)
-        return view
+        return view, guarded
 
     async def aprefetch_list(
-        self, config: RunnableConfig, *, before: RunnableConfig | None, limit: int | None
-    ) -> SQLSaver:
-        """As `aprefetch_tuple`, for the next `alist` with the same arguments (no filter)."""
-        found = [tup async for tup in self.alist(config, before=before, limit=limit)]
+        self,
+        config: RunnableConfig,
+        *,
+        before: RunnableConfig | None,
+        limit: int | None,
+        guard: Select[Any] | None = None,
+    ) -> tuple[SQLSaver, list[Any] | None]:
+        """As `aprefetch_tuple`, for the next `alist` with the same arguments (no filter).
+        `guard`'s values come back when the list was one statement (a thread and namespace,
+        a limit up to a page); else None, and the caller reads its row itself."""
+        guarded: list[Any] | None = None
+        page = self._one_page(config, {}, before, limit)
+        if page is not None and guard is not None:
+            found, guarded = await self._list_one_page(*page, guard=guard)
+        else:
+            found = [tup async for tup in self.alist(config, before=before, limit=limit)]
         view = copy.copy(self)
         view._prefetched_list = (self._list_call(config, before, limit), found)
-        return view
+        return view, guarded
 
     # ----------------------------------------------------------------- get / list
 
@@ -290,16 +323,25 @@ class SQLSaver(SyncBridge):
             if call == self._get_call(config):
                 self._prefetched_get = None
                 return found
+        return (await self._read_tuple(config))[0]
+
+    async def _read_tuple(
+        self, config: RunnableConfig, guard: Select[Any] | None = None
+    ) -> tuple[CheckpointTuple | None, list[Any]]:
         params: dict[str, Any] = self._thread_key(config)
         checkpoint_id = get_checkpoint_id(config)
         if checkpoint_id is not None:
             params["checkpoint_id"] = check_text(checkpoint_id, "checkpoint id", _CHECKPOINT_ID_MAX)
-        query = self._get_latest if checkpoint_id is None else self._get_by_id
+        if guard is not None:
+            query = self._with_guard("get", checkpoint_id is not None, guard)
+        else:
+            query = self._get_latest if checkpoint_id is None else self._get_by_id
         self._ensure_loop()
         rows = await self._direct.fetch(query, params)
+        guarded = [r.metadata for r in rows if r.kind == queries.KIND_GUARD]
         header = next((r for r in rows if r.kind == "h"), None)
         if header is None:
-            return None
+            return None, guarded
         head = _Header(params["thread_id"], params["checkpoint_ns"], header)
         blobs = {(r.channel, r.key): (r.type, r.blob) for r in rows if r.kind == queries.KIND_VALUE}
         writes = [
@@ -309,8 +351,8 @@ class SQLSaver(SyncBridge):
         ]
         size = sum(len(r.blob or b"") for r in rows)
         if size > _OFFLOAD_BYTES:
-            return await asyncio.to_thread(self._tuple_from, head, blobs, writes)
-        return self._tuple_from(head, blobs, writes)
+            return await asyncio.to_thread(self._tuple_from, head, blobs, writes), guarded
+        return self._tuple_from(head, blobs, writes), guarded
 
     async def alist(
         self,
@@ -328,23 +370,16 @@ class SQLSaver(SyncBridge):
                 for tup in found:
                     yield tup
                 return
+        page = self._one_page(config, filter, before, limit)
+        if page is not None:
+            for tup in (await self._list_one_page(*page))[0]:
+                yield tup
+            return
         conf = (config or {}).get("configurable") or {}
         thread_id = check_text(conf["thread_id"], "thread_id") if "thread_id" in conf else None
         ns = conf.get("checkpoint_ns")
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
-        if (
-            thread_id is not None
-            and ns is not None
-            and not checkpoint_id
-            and not filter
-            and limit is not None
-            and 0 < limit <= _LIST_PAGE
-        ):
-            page_ns = check_text(ns, "checkpoint_ns")
-            for tup in await self._list_one_page(thread_id, page_ns, before_id, limit):
-                yield tup
-            return
         stmt = queries.select_checkpoints(
             self.engine.dialect,
             self.tenant_id,
@@ -377,25 +412,64 @@ class SQLSaver(SyncBridge):
             for tup in await self._decode(page, rows):
                 yield tup
 
+    def _one_page(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> tuple[str, str, str | None, int] | None:
+        """(thread, namespace, before id, limit) when `alist` is the one-statement kind: one
+        thread and namespace, no checkpoint id, no metadata filter, a limit up to a page."""
+        conf = (config or {}).get("configurable") or {}
+        ns = conf.get("checkpoint_ns")
+        if (
+            "thread_id" not in conf
+            or ns is None
+            or conf.get("checkpoint_id")
+            or filter
+            or limit is None
+            or not 0 < limit <= _LIST_PAGE
+        ):
+            return None
+        before_id = get_checkpoint_id(before) if before else None
+        return (
+            check_text(conf["thread_id"], "thread_id"),
+            check_text(ns, "checkpoint_ns"),
+            before_id,
+            limit,
+        )
+
     async def _list_one_page(
-        self, thread_id: str, checkpoint_ns: str, before_id: str | None, limit: int
-    ) -> list[CheckpointTuple]:
-        """A thread's newest `limit` checkpoints (older than `before_id`): one statement."""
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        before_id: str | None,
+        limit: int,
+        guard: Select[Any] | None = None,
+    ) -> tuple[list[CheckpointTuple], list[Any]]:
+        """A thread's newest `limit` checkpoints (older than `before_id`), and `guard`'s
+        values: one statement."""
         params: dict[str, Any] = {
             "tenant_id": self.tenant_id,
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
             "limit": limit,
         }
-        query = self._list_latest
         if before_id is not None:
             params["before_id"] = check_text(before_id, "checkpoint id", _CHECKPOINT_ID_MAX)
-            query = self._list_before
+        if guard is not None:
+            query = self._with_guard("list", before_id is not None, guard)
+        else:
+            query = self._list_latest if before_id is None else self._list_before
         self._ensure_loop()
         rows = await self._direct.fetch(query, params)
+        guarded = [r.metadata for r in rows if r.kind == queries.KIND_GUARD]
         if sum(len(r.blob or b"") for r in rows) > _OFFLOAD_BYTES:
-            return await asyncio.to_thread(self._page_tuples, thread_id, checkpoint_ns, rows)
-        return self._page_tuples(thread_id, checkpoint_ns, rows)
+            found = await asyncio.to_thread(self._page_tuples, thread_id, checkpoint_ns, rows)
+        else:
+            found = self._page_tuples(thread_id, checkpoint_ns, rows)
+        return found, guarded
 
     def _page_tuples(
         self, thread_id: str, checkpoint_ns: str, rows: Sequence[Any]
@@ -410,7 +484,7 @@ class SQLSaver(SyncBridge):
                 writes.setdefault(r.checkpoint_id, []).append(
                     (r.key, r.channel, r.task_path or "", r.idx, r.type, r.blob)
                 )
-            else:
+            elif r.kind == "h":
                 headers.append(r)
         headers.sort(key=lambda h: h.idx)
         result = []

@@ -6,7 +6,6 @@ graph, builds the config and turns snapshots into the wire shape of contract sec
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -252,10 +251,12 @@ async def get_state(
     config = _thread_config(thread_id, checkpoint)
     checkpointer = _scoped(saver, tenant_id)
     prefetch = getattr(checkpointer, "aprefetch_tuple", None)
-    metadata, checkpointer = await _overlapped(
-        get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id),
-        prefetch(config) if prefetch is not None else None,
+    metadata, checkpointer = await _with_thread(
+        engine,
+        tenant_id,
+        thread_id,
         checkpointer,
+        None if prefetch is None else lambda guard: prefetch(config, guard=guard),
     )
     graph_id = _graph_id(thread_id, metadata, graphs)
     if graph_id is None:
@@ -271,29 +272,30 @@ async def get_state(
     return _selected(state, selection)
 
 
-async def _overlapped(
-    lookup: Awaitable[tuple[str, JSONObject]],
-    prefetch: Awaitable[Any] | None,
+async def _with_thread(
+    engine: AsyncEngine,
+    tenant_id: str,
+    thread_id: str,
     checkpointer: Any,
+    prefetch: Callable[[Any], Awaitable[tuple[Any, list[Any] | None]]] | None,
 ) -> tuple[JSONObject, Any]:
-    """The thread's metadata, and the checkpointer: with `prefetch` (the saver's
-    `aprefetch_*`), the checkpoint read LangGraph is about to make runs alongside the thread
-    lookup, so the two round trips overlap. A missing thread still answers 404 (the
-    speculative read's result is dropped)."""
+    """The thread's metadata (404 if the tenant has no such thread) and the checkpointer.
+
+    With `prefetch` (the saver's `aprefetch_*`), the checkpoint read LangGraph is about to
+    make is done now, with the thread row riding in the same statement (the saver's guard
+    rows), so a state read is one round trip; LangGraph then gets the checkpoint from the
+    returned view."""
     if prefetch is None:
-        return (await lookup)[1], checkpointer
-    read = asyncio.ensure_future(prefetch)
-    try:
-        _, metadata = await lookup
-    except BaseException:
-        read.add_done_callback(_drop)
-        raise
-    return metadata, await read
-
-
-def _drop(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: no "exception was never retrieved" warning
+        _, metadata = await get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id)
+        return metadata, checkpointer
+    view, rows = await prefetch(q.THREAD_METADATA)
+    if rows is None:  # the read was not one statement: the thread row on its own
+        _, metadata = await get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id)
+    elif not rows:
+        raise NotFound(f"Thread '{thread_id}' not found")
+    else:
+        metadata = dict(rows[0] or {})
+    return metadata, view
 
 
 def _open(
@@ -356,10 +358,14 @@ async def get_history(
         }
     checkpointer = _scoped(saver, tenant_id)
     prefetch = None if body.metadata else getattr(checkpointer, "aprefetch_list", None)
-    metadata, checkpointer = await _overlapped(
-        get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id),
-        prefetch(config, before=before, limit=body.limit) if prefetch is not None else None,
+    metadata, checkpointer = await _with_thread(
+        engine,
+        tenant_id,
+        thread_id,
         checkpointer,
+        None
+        if prefetch is None
+        else lambda guard: prefetch(config, before=before, limit=body.limit, guard=guard),
     )
     graph_id = _graph_id(thread_id, metadata, graphs)
     if graph_id is None:
