@@ -302,11 +302,21 @@ def _graph(graph_id: str | None) -> str:
     return graph_id or "unknown"
 
 
+# (route, method, status) -> the two labelled children: `labels()` validates the labels and
+# takes the metric's lock on every call. Bounded: routes are templates (or one "unmatched").
+_HTTP_CHILDREN: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+
 def observe_http_request(route: str, method: str, status: int, seconds: float) -> None:
     """One answered HTTP request; `route` must be a template such as /threads/{thread_id}."""
-    labels = (route, method, str(status))
-    HTTP_REQUESTS.labels(*labels).inc()
-    HTTP_DURATION.labels(*labels).observe(seconds)
+    key = (route, method, status)
+    children = _HTTP_CHILDREN.get(key)
+    if children is None:
+        labels = (route, method, str(status))
+        children = (HTTP_REQUESTS.labels(*labels), HTTP_DURATION.labels(*labels))
+        _HTTP_CHILDREN[key] = children
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def count_db_unavailable() -> None:

@@ -90,16 +90,17 @@ class RequestContextMiddleware:
                 finally:
                     # One structured access line per request, with the ids above (replaces
                     # uvicorn's access log, which runs outside this context).
-                    access_log.info(
-                        "request",
-                        extra={
-                            "method": scope.get("method"),
-                            "path": path,
-                            "route": _route_template(scope),
-                            "status": status,
-                            "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                        },
-                    )
+                    if access_log.isEnabledFor(logging.INFO):
+                        access_log.info(
+                            "request",
+                            extra={
+                                "method": scope.get("method"),
+                                "path": path,
+                                "route": _route_template(scope),
+                                "status": status,
+                                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                            },
+                        )
         finally:
             lazy_ids_var.reset(lazy_token)
 
