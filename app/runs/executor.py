@@ -120,7 +120,7 @@ class RunExecutor:
             publisher.close(ended=ended)
         if ended:
             # After close: readers (wait, stream) have their answer; this is bookkeeping.
-            if not run.temporary and done_after != "history":  # a temporary thread goes
+            if not run.temporary:  # a temporary thread is about to go
                 await self._observe_history(run)
             await self._after(run, thread_gone=done_after == "deleted")
 
@@ -294,8 +294,7 @@ class RunExecutor:
         self, run: ClaimedRun, outcome: _Outcome, publisher: RunPublisher, *, worker_id: str
     ) -> str:
         """Write the run's end. Returns what it did of the after-run bookkeeping: "deleted"
-        (the temporary thread went with the run), "history" (the thread's history length is
-        observed) or ""."""
+        (the temporary thread went with the run) or ""."""
         if outcome.status == "rollback":
             await self._saver(run).adelete_for_runs([run.run_id])
         delete_thread = outcome.status != "rollback" and self._ends_with_thread(run)
@@ -327,7 +326,7 @@ class RunExecutor:
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
                 return "deleted"
-            settled, history = await finish.settle(
+            settled = await finish.settle(
                 self.engine,
                 end,
                 status=outcome.status,
@@ -339,9 +338,7 @@ class RunExecutor:
             )
             if settled == "busy":
                 self.hub.queue_wakeup.set()
-            if history and not run.temporary:
-                metrics.observe_thread_history(history)
-            return "history"
+            return ""
         async with self.engine.begin() as conn:
             if outcome.status == "rollback":
                 await conn.execute(

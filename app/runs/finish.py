@@ -2,8 +2,9 @@
 
 Ending a run writes its final status, the events not stored yet plus the `__end__` marker, the
 expiry of the events stored earlier, the thread's status / values / interrupts and the NOTIFYs
-that announce it, and reads the thread's history length (for its metric). As separate
-statements that is a transaction of BEGIN, seven statements and COMMIT, each a round trip.
+that announce it. As separate statements that is a transaction of BEGIN, six statements and
+COMMIT, each a round trip. (The thread's history length, for its metric, is counted after the
+answer instead: that count grows with the thread.)
 Here data-modifying CTEs do all of it in one statement, atomically (one commit: nothing of it
 is visible before the rest), in one round trip.
 
@@ -21,12 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Integer, Text, bindparam, text
+from sqlalchemy import BigInteger, DateTime, Text, bindparam, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import BindParameter
 
-from app import metrics
 from app.db.tables import runs, threads
 from app.runs.queue import one_statement
 
@@ -73,11 +73,7 @@ WITH t AS (
     ),{_EVENTS}
 SELECT (SELECT status FROM t) AS thread_status,
        pg_notify(:channel, :e_payload)::text AS e,
-       (SELECT pg_notify(:channel, :q_payload) FROM t WHERE t.status = 'busy')::text AS q,
-       (SELECT count(*) FROM (
-            SELECT 1 FROM checkpoints
-            WHERE tenant_id = :tenant_id AND thread_id = :thread_id AND checkpoint_ns = ''
-            LIMIT :history_cap) AS h) AS history
+       (SELECT pg_notify(:channel, :q_payload) FROM t WHERE t.status = 'busy')::text AS q
 """
 
 _DELETE_TEMPORARY = f"""
@@ -87,7 +83,7 @@ WITH {_EVENTS.strip()},
     dw AS (DELETE FROM checkpoint_writes WHERE tenant_id = :tenant_id AND thread_id = :thread_id),
     dt AS (DELETE FROM threads WHERE thread_id = :thread_id AND tenant_id = :tenant_id)
 SELECT CAST(NULL AS text) AS thread_status, pg_notify(:channel, :e_payload)::text AS e,
-       CAST(NULL AS text) AS q, CAST(0 AS bigint) AS history
+       CAST(NULL AS text) AS q
 """
 
 
@@ -107,11 +103,7 @@ def _statement(sql: str, *, settle: bool) -> Any:
             bindparam("run_error", type_=_RUN_ERROR),
             bindparam("now", type_=DateTime(timezone=True)),
         ]
-    if settle:
-        binds.append(bindparam("history_cap", type_=Integer))
-    return (
-        text(sql).bindparams(*binds).columns(thread_status=Text, e=Text, q=Text, history=BigInteger)
-    )
+    return text(sql).bindparams(*binds).columns(thread_status=Text, e=Text, q=Text)
 
 
 SETTLE = _statement(_SETTLE, settle=True)
@@ -142,10 +134,9 @@ async def settle(
     values: Any,
     interrupts: dict[str, Any],
     now: datetime,
-) -> tuple[str | None, int]:
+) -> str | None:
     """Final run status, events and thread state in one statement; the thread's new status
-    (None if the thread is gone) and its history length (root checkpoints, counted up to
-    `metrics.HISTORY_COUNT_CAP`: the thread-history metric, without a query of its own)."""
+    (None if the thread is gone)."""
     params = {
         **_common(finish),
         "status": status,
@@ -156,12 +147,10 @@ async def settle(
         "error": error,
         "now": now,
         "q_payload": finish.q_payload,
-        "history_cap": metrics.HISTORY_COUNT_CAP,
     }
     async with one_statement(engine) as conn:
         row = (await conn.execute(SETTLE, params)).one()
-    status_ = None if row.thread_status is None else str(row.thread_status)
-    return status_, int(row.history or 0)
+    return None if row.thread_status is None else str(row.thread_status)
 
 
 async def delete_temporary(engine: AsyncEngine, finish: Finish) -> None:
