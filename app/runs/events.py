@@ -41,7 +41,7 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.dialect import notify_channel_sql
+from app.db.dialect import autocommit_read_options, notify_channel_sql
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
 from app.runs.queue import one_statement
@@ -90,6 +90,9 @@ class EventHub:
         self, engine: AsyncEngine, *, retention_seconds: float, keepalive_seconds: float = 5.0
     ) -> None:
         self.engine = engine
+        # Readers' single statements: no transaction (on SQLite, no BEGIN IMMEDIATE write
+        # lock per look; a stream cut in mid-query leaves no lock behind)
+        self.reads = engine.execution_options(**autocommit_read_options(engine.dialect))
         self.retention = timedelta(seconds=retention_seconds)
         self.keepalive = keepalive_seconds
         self.origin = uuid.uuid4().hex[:12]  # tells our own NOTIFYs from other processes
@@ -403,12 +406,12 @@ class EventHub:
         if conn is not None:
             value = (await conn.execute(stmt)).scalar()
         else:
-            async with self.engine.connect() as own:
+            async with self.reads.connect() as own:
                 value = (await own.execute(stmt)).scalar()
         return int(value or 0)
 
     async def _fetch(self, run_id: str, tenant_id: str, after: int) -> list[StreamEvent]:
-        async with self.engine.connect() as conn:
+        async with self.reads.connect() as conn:
             rows = await conn.execute(
                 select(run_events.c.seq, run_events.c.event, run_events.c.data)
                 .where(
@@ -422,7 +425,7 @@ class EventHub:
             return [StreamEvent(r.seq, r.event, r.data) for r in rows]
 
     async def _run_over(self, run_id: str, tenant_id: str) -> bool:
-        async with self.engine.connect() as conn:
+        async with self.reads.connect() as conn:
             status = (
                 await conn.execute(
                     select(runs.c.status).where(

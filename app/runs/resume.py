@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tables import threads
 from app.errors import Conflict
+from app.threads.service import reader
 
 # The configurable key that turns on LangGraph's own check for one run.
 STRICT_RESUME_KEY = CONFIG_KEY_STRICT_RESUME
@@ -67,7 +68,7 @@ async def check_strict_resume(
     when nothing is in flight on the thread; a missing thread is left to run creation)."""
     if not command or command.get("resume") is None:
         return
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:  # one statement: no SQLite write lock
         row = (
             await conn.execute(
                 select(threads.c.status, threads.c.interrupts).where(

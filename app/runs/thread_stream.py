@@ -115,7 +115,7 @@ class ThreadStream:
         self._since = _EPOCH if after is None else _moment(after[0])
 
     async def _thread_exists(self) -> bool:
-        async with self.engine.connect() as conn:
+        async with self.hub.reads.connect() as conn:
             found = (
                 await conn.execute(
                     select(threads.c.thread_id).where(
@@ -138,7 +138,7 @@ class ThreadStream:
 
     async def _items(self) -> list[_Item]:
         """Runs and state updates not delivered yet, oldest first."""
-        async with self.engine.connect() as conn:
+        async with self.hub.reads.connect() as conn:
             run_rows = await conn.execute(
                 select(runs.c.run_id, runs.c.created_at, runs.c.status).where(
                     runs.c.thread_id == self.thread_id,
