@@ -33,7 +33,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.exc import DBAPIError, InvalidRequestError
+from sqlalchemy.exc import DBAPIError, InvalidRequestError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
@@ -208,7 +208,10 @@ class DirectExecutor(Runner):
         await greenlet_spawn(self._checked_out_unit, work, out)
 
     def _checked_out_unit(self, work: Work, out: list[Any] | None) -> None:
-        pooled = self._unobserved.sync_engine.raw_connection()
+        try:
+            pooled = self._unobserved.sync_engine.raw_connection()
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._connect_error(error) from error
         try:
             await_(DirectSession(self, pooled, None, None)._unit(work, out))
         finally:
@@ -226,7 +229,12 @@ class DirectExecutor(Runner):
         # No listeners: take the pooled DBAPI connection itself (pool events such as the idle
         # ping still run), skipping the Connection object and its isolation-level switching;
         # the driver connection is outside any transaction here, i.e. autocommit.
-        pooled = self._unpark() or await self._unobserved.raw_connection()
+        pooled = self._unpark()
+        if pooled is None:
+            try:
+                pooled = await self._unobserved.raw_connection()
+            except self._dialect.loaded_dbapi.Error as error:
+                raise self._connect_error(error) from error
         clean = False
         try:
             yield DirectSession(self, pooled, None, None)
@@ -234,6 +242,20 @@ class DirectExecutor(Runner):
         finally:
             if not (clean and self._park(pooled)):
                 await greenlet_spawn(pooled.close)
+
+    def _connect_error(self, error: Any) -> StatementError:
+        """A failed connect as the `DBAPIError` SQLAlchemy's `Connection` would raise (a raw
+        pool checkout skips that wrapping), so callers classify it the same way: e.g. "the
+        database system is starting up" (57P03) is an outage, not a bug."""
+        return DBAPIError.instance(
+            None,
+            None,
+            error,
+            self._dialect.loaded_dbapi.Error,
+            hide_parameters=True,
+            connection_invalidated=self._dialect.is_disconnect(error, None, None),
+            dialect=self._dialect,
+        )
 
     # ----------------------------------------------------------------- parking
 
