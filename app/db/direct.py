@@ -243,7 +243,7 @@ class DirectExecutor(Runner):
             if not (clean and self._park(pooled)):
                 await greenlet_spawn(pooled.close)
 
-    def _connect_error(self, error: Any) -> StatementError:
+    def _connect_error(self, error: Exception) -> StatementError:
         """A failed connect as the `DBAPIError` SQLAlchemy's `Connection` would raise (a raw
         pool checkout skips that wrapping), so callers classify it the same way: e.g. "the
         database system is starting up" (57P03) is an outage, not a bug."""
@@ -253,7 +253,7 @@ class DirectExecutor(Runner):
             error,
             self._dialect.loaded_dbapi.Error,
             hide_parameters=True,
-            connection_invalidated=self._dialect.is_disconnect(error, None, None),
+            connection_invalidated=self._dialect.is_disconnect(error, None, None),  # type: ignore[arg-type]
             dialect=self._dialect,
         )
 
