@@ -7,7 +7,7 @@ scan inside one thread.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -320,6 +320,42 @@ def select_checkpoints(
     return stmt
 
 
+def _referenced_blobs(dialect: Dialect, pg: Any) -> tuple[Any, Callable[[Any], Any]]:
+    """The distinct (channel, version) pairs a page `pg` of checkpoints references, and a
+    function giving one column of the blob each pair names (a scalar subquery)."""
+    pairs = json_pairs(dialect, pg.value_versions)
+    distinct_pairs = (
+        select(
+            pg.tenant_id,
+            pg.thread_id,
+            pg.checkpoint_ns,
+            cast(pairs.c.key, Text).label("channel"),
+            cast(pairs.c.value, Text).label("version"),
+        )
+        .select_from(pg.value_versions.table)
+        .join(pairs, true())
+        .where(pairs.c.value != INLINE_MARKER)
+        .distinct()
+        .subquery("pairs")
+    )
+    dp = distinct_pairs.c
+
+    def blob_column(column: Any) -> Any:
+        return (
+            select(column)
+            .where(
+                BL.tenant_id == dp.tenant_id,
+                BL.thread_id == dp.thread_id,
+                BL.checkpoint_ns == dp.checkpoint_ns,
+                BL.channel == dp.channel,
+                BL.version == dp.version,
+            )
+            .scalar_subquery()
+        )
+
+    return dp, blob_column
+
+
 def select_list(
     dialect: Dialect, *, before: bool, guard: Select[Any] | None = None
 ) -> CompoundSelect[Any]:
@@ -358,35 +394,7 @@ def select_list(
         pg.metadata,
         pg.value_versions,
     )
-    pairs = json_pairs(dialect, pg.value_versions)
-    distinct_pairs = (
-        select(
-            pg.tenant_id,
-            pg.thread_id,
-            pg.checkpoint_ns,
-            cast(pairs.c.key, Text).label("channel"),
-            cast(pairs.c.value, Text).label("version"),
-        )
-        .select_from(pg.value_versions.table)
-        .join(pairs, true())
-        .where(pairs.c.value != INLINE_MARKER)
-        .distinct()
-        .subquery("pairs")
-    )
-    dp = distinct_pairs.c
-
-    def blob_column(column: Any) -> Any:
-        return (
-            select(column)
-            .where(
-                BL.tenant_id == dp.tenant_id,
-                BL.thread_id == dp.thread_id,
-                BL.checkpoint_ns == dp.checkpoint_ns,
-                BL.channel == dp.channel,
-                BL.version == dp.version,
-            )
-            .scalar_subquery()
-        )
+    dp, blob_column = _referenced_blobs(dialect, pg)
 
     values = select(
         literal(KIND_VALUE),
@@ -452,35 +460,7 @@ def select_page(dialect: Dialect) -> CompoundSelect[Any]:
         *page_filter
     )
     pg = page.cte("page").c
-    pairs = json_pairs(dialect, pg.value_versions)
-    distinct_pairs = (
-        select(
-            pg.tenant_id,
-            pg.thread_id,
-            pg.checkpoint_ns,
-            cast(pairs.c.key, Text).label("channel"),
-            cast(pairs.c.value, Text).label("version"),
-        )
-        .select_from(pg.value_versions.table)
-        .join(pairs, true())
-        .where(pairs.c.value != INLINE_MARKER)
-        .distinct()
-        .subquery("pairs")
-    )
-    dp = distinct_pairs.c
-
-    def blob_column(column: Any) -> Any:
-        return (
-            select(column)
-            .where(
-                BL.tenant_id == dp.tenant_id,
-                BL.thread_id == dp.thread_id,
-                BL.checkpoint_ns == dp.checkpoint_ns,
-                BL.channel == dp.channel,
-                BL.version == dp.version,
-            )
-            .scalar_subquery()
-        )
+    dp, blob_column = _referenced_blobs(dialect, pg)
 
     values = select(
         literal(KIND_VALUE).label("kind"),
