@@ -405,19 +405,16 @@ class RunService:
             if not (direct and pool is not None):
                 await self.hub.notify(conn, "q")
         dispatched = None
-        if direct and pool is not None:
-            dispatched = ClaimedRun(
+        if direct and pool is not None:  # handed to a local worker slot without a claim
+            dispatched = _first_attempt(
+                created,
                 run_id=run_id,
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 assistant_id=assistant_id,
                 graph_id=assistant.graph_id,
                 kwargs=kwargs,
-                metadata=dict(created.metadata),
-                attempt=1,
                 temporary=stateless,
-                cancel_action=None,
-                created_at=created.created_at,
             )
         return created, dispatched, to_cancel, assistant.graph_id
 
@@ -548,19 +545,16 @@ class RunService:
                 return None  # busy or changed since read: the transaction path decides
             raise Conflict(f"Thread '{thread_id}' already exists")  # ON CONFLICT DO NOTHING
         dispatched = None
-        if direct and pool is not None:
-            dispatched = ClaimedRun(
+        if direct and pool is not None:  # handed to a local worker slot without a claim
+            dispatched = _first_attempt(
+                created,
                 run_id=run_id,
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 assistant_id=assistant_id,
                 graph_id=assistant.graph_id,
                 kwargs=kwargs,
-                metadata=dict(created.metadata),
-                attempt=1,
                 temporary=stateless,
-                cancel_action=None,
-                created_at=created.created_at,
             )
         return created, dispatched, [], assistant.graph_id
 
@@ -812,3 +806,31 @@ class RunService:
             if isinstance(values, dict):
                 return {**values, "__interrupt__": merged}
         return values
+
+
+def _first_attempt(
+    created: Any,
+    *,
+    run_id: str,
+    tenant_id: str,
+    thread_id: str,
+    assistant_id: str,
+    graph_id: str,
+    kwargs: dict[str, Any],
+    temporary: bool,
+) -> ClaimedRun:
+    """The claim of a run just created (its row `created`), for a worker slot that takes it
+    directly instead of through the queue."""
+    return ClaimedRun(
+        run_id=run_id,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        assistant_id=assistant_id,
+        graph_id=graph_id,
+        kwargs=kwargs,
+        metadata=dict(created.metadata),
+        attempt=1,
+        temporary=temporary,
+        cancel_action=None,
+        created_at=created.created_at,
+    )
