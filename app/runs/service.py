@@ -238,7 +238,7 @@ class RunService:
         reserved = pool is not None and available <= now and pool.try_reserve()
         dispatched: ClaimedRun | None = None
         try:
-            created, dispatched, to_cancel, graph_id = await self._insert_run(
+            new = _NewRun(
                 principal=principal,
                 payload=payload,
                 stateless=stateless,
@@ -249,8 +249,8 @@ class RunService:
                 available=available,
                 strategy=strategy,
                 headers=headers,
-                direct=reserved,
             )
+            created, dispatched, to_cancel, graph_id = await self._insert_run(new, direct=reserved)
         finally:
             if reserved and dispatched is None and pool is not None:
                 pool.unreserve()
@@ -270,38 +270,18 @@ class RunService:
 
     async def _insert_run(
         self,
+        new: _NewRun,
         *,
-        principal: Principal,
-        payload: RunCreate,
-        stateless: bool,
-        run_id: str,
-        thread_id: str,
-        assistant_id: str,
-        now: datetime,
-        available: datetime,
-        strategy: str,
-        headers: Mapping[str, str],
         direct: bool,
     ) -> tuple[Row[Any], ClaimedRun | None, list[str], str]:
         """The create transaction. With `direct` (a local slot is reserved) and nothing else
         in flight on the thread, the run is inserted already claimed by this process's pool:
         no claim round trip and no durable commit between creating and starting it."""
-        tenant_id = principal.tenant_id
+        tenant_id, thread_id, assistant_id = new.tenant_id, new.thread_id, new.assistant_id
+        payload, stateless, now = new.payload, new.stateless, new.now
         to_cancel: list[str] = []
         if self._one_statement_create:
-            fast = await self._insert_fast(
-                principal=principal,
-                payload=payload,
-                stateless=stateless,
-                run_id=run_id,
-                thread_id=thread_id,
-                assistant_id=assistant_id,
-                now=now,
-                available=available,
-                strategy=strategy,
-                headers=headers,
-                direct=direct,
-            )
+            fast = await self._insert_fast(new, direct=direct)
             if fast is not None:
                 return fast
         async with self.engine.begin() as conn:
@@ -310,18 +290,7 @@ class RunService:
             )
             if assistant is None or not self.graphs.has(assistant.graph_id):
                 raise NotFound("Thread or assistant not found.")
-            kwargs = prepare.build_kwargs(
-                payload,
-                principal=principal,
-                run_id=run_id,
-                thread_id=thread_id,
-                assistant_id=assistant_id,
-                graph_id=assistant.graph_id,
-                assistant_config=assistant.config or {},
-                assistant_context=assistant.context or {},
-                headers=headers,
-                temporary=stateless,
-            )
+            kwargs = new.graph_kwargs(assistant)
             thread = (
                 None
                 if stateless
@@ -330,12 +299,7 @@ class RunService:
             if thread is None:
                 if not stateless and (payload.if_not_exists or "reject") == "reject":
                     raise NotFound("Thread or assistant not found.")
-                metadata = {
-                    **(((payload.config or {}).get("metadata")) or {}),
-                    **(payload.metadata or {}),
-                    "graph_id": assistant.graph_id,
-                    "assistant_id": assistant_id,
-                }
+                metadata = new.thread_metadata(assistant.graph_id)
                 await run_status.insert_thread_for_run(
                     conn,
                     tenant_id=tenant_id,
@@ -357,38 +321,12 @@ class RunService:
                 if busy:
                     direct = False  # queue behind what is in flight
                     to_cancel = await self._apply_strategy(
-                        conn, tenant_id=tenant_id, thread_id=thread_id, strategy=strategy
+                        conn, tenant_id=tenant_id, thread_id=thread_id, strategy=new.strategy
                     )
-            row = {
-                "run_id": run_id,
-                "tenant_id": tenant_id,
-                "thread_id": thread_id,
-                "assistant_id": assistant_id,
-                "graph_id": assistant.graph_id,
-                "status": "pending",
-                "metadata": prepare.run_metadata(
-                    payload,
-                    assistant_metadata=assistant.metadata or {},
-                    thread_metadata=thread_metadata,
-                    assistant_id=assistant_id,
-                ),
-                "kwargs": kwargs,
-                "multitask_strategy": strategy,
-                "created_at": available,
-                "updated_at": now,
-                "available_at": available,
-                "attempt": 0,
-                "temporary": stateless,
-            }
             pool = self.local_pool
-            if direct and pool is not None:
-                row.update(
-                    status="running",
-                    worker_id=pool.worker_id,
-                    lease_expires_at=now + timedelta(seconds=pool.lease_seconds),
-                    attempt=1,
-                    started_at=now,
-                )
+            row = new.run_row(
+                assistant, thread_metadata, kwargs, claimed_by=pool if direct else None
+            )
             created = (await conn.execute(runs.insert().values(**row).returning(runs))).one()
             if thread is not None:  # a new thread was inserted busy already
                 await run_status.mark_thread_busy(
@@ -406,31 +344,13 @@ class RunService:
                 await self.hub.notify(conn, "q")
         dispatched = None
         if direct and pool is not None:  # handed to a local worker slot without a claim
-            dispatched = _first_attempt(
-                created,
-                run_id=run_id,
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                assistant_id=assistant_id,
-                graph_id=assistant.graph_id,
-                kwargs=kwargs,
-                temporary=stateless,
-            )
+            dispatched = new.first_attempt(created, assistant.graph_id, kwargs)
         return created, dispatched, to_cancel, assistant.graph_id
 
     async def _insert_fast(
         self,
+        new: _NewRun,
         *,
-        principal: Principal,
-        payload: RunCreate,
-        stateless: bool,
-        run_id: str,
-        thread_id: str,
-        assistant_id: str,
-        now: datetime,
-        available: datetime,
-        strategy: str,
-        headers: Mapping[str, str],
         direct: bool,
     ) -> tuple[Row[Any], ClaimedRun | None, list[str], str] | None:
         """`_insert_run` on PostgreSQL in autocommitted statements on one connection: the
@@ -439,7 +359,8 @@ class RunService:
         or (a thread that is not busy) the thread read, then lock, run insert and busy mark in
         ONE statement (`_thread_insert`): three instead of six. None: the thread is missing,
         busy or changed meanwhile; the caller takes the transaction path."""
-        tenant_id = principal.tenant_id
+        tenant_id, thread_id, assistant_id = new.tenant_id, new.thread_id, new.assistant_id
+        stateless, now = new.stateless, new.now
         pool = self.local_pool
         direct = direct and pool is not None
         statements = _direct_create(self.engine)
@@ -459,25 +380,9 @@ class RunService:
                 seen = found[0] if found else None
                 if seen is None or seen.status == "busy":
                     return None  # create it (if_not_exists) or apply the strategy
-            kwargs = prepare.build_kwargs(
-                payload,
-                principal=principal,
-                run_id=run_id,
-                thread_id=thread_id,
-                assistant_id=assistant_id,
-                graph_id=assistant.graph_id,
-                assistant_config=assistant.config or {},
-                assistant_context=assistant.context or {},
-                headers=headers,
-                temporary=stateless,
-            )
+            kwargs = new.graph_kwargs(assistant)
             if seen is None:
-                thread_metadata = {
-                    **(((payload.config or {}).get("metadata")) or {}),
-                    **(payload.metadata or {}),
-                    "graph_id": assistant.graph_id,
-                    "assistant_id": assistant_id,
-                }
+                thread_metadata = new.thread_metadata(assistant.graph_id)
             else:
                 thread_metadata = dict(seen.metadata or {})
             params: dict[str, Any] = {
@@ -492,39 +397,15 @@ class RunService:
                 "t_created_at": now,
                 "t_updated_at": now,
                 "t_state_updated_at": now,
-                "r_run_id": run_id,
-                "r_tenant_id": tenant_id,
-                "r_thread_id": thread_id,
-                "r_assistant_id": assistant_id,
-                "r_graph_id": assistant.graph_id,
-                "r_status": "pending",
-                "r_metadata": prepare.run_metadata(
-                    payload,
-                    assistant_metadata=assistant.metadata or {},
-                    thread_metadata=thread_metadata,
-                    assistant_id=assistant_id,
-                ),
-                "r_kwargs": kwargs,
-                "r_multitask_strategy": strategy,
-                "r_created_at": available,
-                "r_updated_at": now,
-                "r_available_at": available,
-                "r_attempt": 0,
-                "r_temporary": stateless,
-                "r_worker_id": None,
-                "r_lease_expires_at": None,
-                "r_started_at": None,
+                **{
+                    f"r_{column}": value
+                    for column, value in new.run_row(
+                        assistant, thread_metadata, kwargs, claimed_by=pool if direct else None
+                    ).items()
+                },
                 "channel": NOTIFY_CHANNEL,
                 "payload": f"q::{self.hub.origin}",  # as EventHub.notify sends it
             }
-            if direct and pool is not None:  # inserted already claimed by this process
-                params.update(
-                    r_status="running",
-                    r_worker_id=pool.worker_id,
-                    r_lease_expires_at=now + timedelta(seconds=pool.lease_seconds),
-                    r_attempt=1,
-                    r_started_at=now,
-                )
             if seen is None:
                 statement = statements.stateless[not direct]
             else:
@@ -546,16 +427,7 @@ class RunService:
             raise Conflict(f"Thread '{thread_id}' already exists")  # ON CONFLICT DO NOTHING
         dispatched = None
         if direct and pool is not None:  # handed to a local worker slot without a claim
-            dispatched = _first_attempt(
-                created,
-                run_id=run_id,
-                tenant_id=tenant_id,
-                thread_id=thread_id,
-                assistant_id=assistant_id,
-                graph_id=assistant.graph_id,
-                kwargs=kwargs,
-                temporary=stateless,
-            )
+            dispatched = new.first_attempt(created, assistant.graph_id, kwargs)
         return created, dispatched, [], assistant.graph_id
 
     async def _apply_strategy(
@@ -808,29 +680,105 @@ class RunService:
         return values
 
 
-def _first_attempt(
-    created: Any,
-    *,
-    run_id: str,
-    tenant_id: str,
-    thread_id: str,
-    assistant_id: str,
-    graph_id: str,
-    kwargs: dict[str, Any],
-    temporary: bool,
-) -> ClaimedRun:
-    """The claim of a run just created (its row `created`), for a worker slot that takes it
-    directly instead of through the queue."""
-    return ClaimedRun(
-        run_id=run_id,
-        tenant_id=tenant_id,
-        thread_id=thread_id,
-        assistant_id=assistant_id,
-        graph_id=graph_id,
-        kwargs=kwargs,
-        metadata=dict(created.metadata),
-        attempt=1,
-        temporary=temporary,
-        cancel_action=None,
-        created_at=created.created_at,
-    )
+@dataclass(frozen=True)
+class _NewRun:
+    """What a run create request settled before touching the database; both create paths
+    (one PostgreSQL statement, or the portable transaction) build the same rows from it."""
+
+    principal: Principal
+    payload: RunCreate
+    stateless: bool
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    now: datetime
+    available: datetime
+    strategy: str
+    headers: Mapping[str, str]
+
+    @property
+    def tenant_id(self) -> str:
+        return self.principal.tenant_id
+
+    def graph_kwargs(self, assistant: Any) -> dict[str, Any]:
+        return prepare.build_kwargs(
+            self.payload,
+            principal=self.principal,
+            run_id=self.run_id,
+            thread_id=self.thread_id,
+            assistant_id=self.assistant_id,
+            graph_id=assistant.graph_id,
+            assistant_config=assistant.config or {},
+            assistant_context=assistant.context or {},
+            headers=self.headers,
+            temporary=self.stateless,
+        )
+
+    def thread_metadata(self, graph_id: str) -> JSONObject:
+        """Metadata of a thread this run creates (stateless, or if_not_exists=create)."""
+        return {
+            **(((self.payload.config or {}).get("metadata")) or {}),
+            **(self.payload.metadata or {}),
+            "graph_id": graph_id,
+            "assistant_id": self.assistant_id,
+        }
+
+    def run_row(
+        self,
+        assistant: Any,
+        thread_metadata: JSONObject,
+        kwargs: dict[str, Any],
+        *,
+        claimed_by: WorkerPool | None,
+    ) -> dict[str, Any]:
+        """The runs row; `claimed_by` a local pool: inserted already running on it."""
+        row: dict[str, Any] = {
+            "run_id": self.run_id,
+            "tenant_id": self.tenant_id,
+            "thread_id": self.thread_id,
+            "assistant_id": self.assistant_id,
+            "graph_id": assistant.graph_id,
+            "status": "pending",
+            "metadata": prepare.run_metadata(
+                self.payload,
+                assistant_metadata=assistant.metadata or {},
+                thread_metadata=thread_metadata,
+                assistant_id=self.assistant_id,
+            ),
+            "kwargs": kwargs,
+            "multitask_strategy": self.strategy,
+            "created_at": self.available,
+            "updated_at": self.now,
+            "available_at": self.available,
+            "attempt": 0,
+            "temporary": self.stateless,
+            "worker_id": None,
+            "lease_expires_at": None,
+            "started_at": None,
+        }
+        if claimed_by is not None:
+            row.update(
+                status="running",
+                worker_id=claimed_by.worker_id,
+                lease_expires_at=self.now + timedelta(seconds=claimed_by.lease_seconds),
+                attempt=1,
+                started_at=self.now,
+            )
+        return row
+
+    def first_attempt(self, created: Any, graph_id: str, kwargs: dict[str, Any]) -> ClaimedRun:
+        """The claim of this run just inserted running (row `created`), for the local worker
+        slot that takes it without a claim round trip."""
+        return ClaimedRun(
+            run_id=self.run_id,
+            tenant_id=self.tenant_id,
+            thread_id=self.thread_id,
+            assistant_id=self.assistant_id,
+            graph_id=graph_id,
+            kwargs=kwargs,
+            metadata=dict(created.metadata),
+            attempt=1,
+            temporary=self.stateless,
+            cancel_action=None,
+            created_at=created.created_at,
+        )
