@@ -45,7 +45,7 @@ from benchkit import (
     PG_ADMIN_DSN,
     clean_env,
     free_port,
-    install_langgraph_dev,
+    langgraph_dev_server,
     pg_database,
     process,
     wait_ready,
@@ -230,21 +230,6 @@ async def graphkeep_server(tmp: Path) -> AsyncIterator[str]:
         await pg_database("drop", name)
 
 
-@asynccontextmanager
-async def official_server(tmp: Path) -> AsyncIterator[str]:
-    """`langgraph dev` (in-memory) from its own venv; yields its URL."""
-    exe = await asyncio.to_thread(install_langgraph_dev)
-    port = free_port()
-    env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
-    cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
-    cmd += ["--no-reload", "--config", str(tmp / "langgraph.json")]
-    with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:
-        url = f"http://127.0.0.1:{port}"
-        await wait_ready(url, proc, tmp / "langgraph-dev.log", "/ok")
-        progress(f"langgraph dev ready at {url} (pid {proc.pid})")
-        yield url
-
-
 # --------------------------------------------------------------------------- report
 
 
@@ -305,7 +290,7 @@ async def main() -> int:
             )
         ]
         if not args.skip_official:
-            url = await stack.enter_async_context(official_server(tmp))
+            url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
             targets.append(Target(OFFICIAL, url, args.concurrency))
         for t in targets:
             stack.push_async_callback(t.aclose)

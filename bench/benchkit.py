@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,3 +99,22 @@ async def pg_database(action: str, name: str) -> None:
             await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await conn.close()
+
+
+@asynccontextmanager
+async def langgraph_dev_server(
+    tmp: Path, say: Callable[[str], None] = lambda _message: None
+) -> AsyncIterator[str]:
+    """The official `langgraph dev` (in-memory) from its own venv on a free loopback port,
+    serving `tmp/langgraph.json`; yields its URL."""
+    say("installing / finding langgraph-cli[inmem] in .bench-venvs/")
+    exe = await asyncio.to_thread(install_langgraph_dev)
+    port = free_port()
+    env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
+    cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
+    cmd += ["--no-reload", "--config", str(tmp / "langgraph.json")]
+    with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:
+        url = f"http://127.0.0.1:{port}"
+        await wait_ready(url, proc, tmp / "langgraph-dev.log")
+        say(f"langgraph dev ready at {url} (pid {proc.pid})")
+        yield url

@@ -29,7 +29,7 @@ from bench.benchkit import (
     ROOT,
     clean_env,
     free_port,
-    install_langgraph_dev,
+    langgraph_dev_server,
     pg_database,
     process,
     wait_ready,
@@ -83,19 +83,6 @@ async def graphkeep(tmp: Path) -> AsyncIterator[str]:
         await pg_database("drop", name)
 
 
-@asynccontextmanager
-async def official(tmp: Path) -> AsyncIterator[str]:
-    exe = await asyncio.to_thread(install_langgraph_dev)
-    port = free_port()
-    env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
-    cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
-    cmd += ["--no-reload", "--config", str(tmp / "langgraph.json")]
-    with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:
-        url = f"http://127.0.0.1:{port}"
-        await wait_ready(url, proc, tmp / "langgraph-dev.log")
-        yield url
-
-
 async def one_round(url: str) -> dict[str, float]:
     client = get_client(url=url, api_key=None)
     tid = (await client.threads.create())["thread_id"]
@@ -144,7 +131,7 @@ async def main() -> None:
     async with AsyncExitStack() as stack:
         targets = {"graphkeep_pg": await stack.enter_async_context(graphkeep(tmp))}
         if not args.skip_official:
-            targets["langgraph_dev"] = await stack.enter_async_context(official(tmp))
+            targets["langgraph_dev"] = await stack.enter_async_context(langgraph_dev_server(tmp))
         for url in targets.values():  # warm-up
             await one_round(url)
         rounds: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
