@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
+from app.api.lean_route import LeanRoute
 from app.api.paging import page_response
 from app.assistants import introspection, service
 from app.assistants.schemas import (
@@ -25,7 +26,7 @@ from app.assistants.schemas import (
 from app.errors import NotFound
 from app.threads.service import delete_threads_of_assistant
 
-router = APIRouter(tags=["assistants"])
+router = APIRouter(tags=["assistants"], route_class=LeanRoute)
 
 
 @router.post("/assistants", operation_id="create_assistant", response_model=Assistant)

@@ -8,8 +8,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from app import __version__
+from app.api.lean_route import LeanRoute
 
-router = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"], route_class=LeanRoute)
 
 
 def _pkg_version(name: str) -> str | None:

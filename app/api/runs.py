@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
+from app.api.lean_route import LeanRoute
 from app.api.sse import (
     HEARTBEAT,
     KEEPALIVE_JSON,
@@ -28,7 +29,7 @@ from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
 from app.runs.service import RunService
 from app.state import AppState
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=LeanRoute)
 
 _TRUE = {"true", "1", "yes", "True"}
 

@@ -9,11 +9,12 @@ from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep
+from app.api.lean_route import LeanRoute
 from app.api.responses import json_response
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
 
-router = APIRouter(tags=["store"])
+router = APIRouter(tags=["store"], route_class=LeanRoute)
 
 
 class _Request(BaseModel):

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
+from app.api.lean_route import LeanRoute
 from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import ValidationFailed
 from app.graphs.jsonable import dumps
@@ -27,7 +28,7 @@ from app.runs.thread_stream import (
 from app.state import AppState
 from app.threads.schemas import ThreadState
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], route_class=LeanRoute)
 
 
 def thread_stream_modes(values: list[str]) -> frozenset[str]:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
+from app.api.lean_route import LeanRoute
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
@@ -31,7 +32,7 @@ from app.threads.schemas import (
 )
 from app.threads.state import GraphStorage
 
-router = APIRouter(tags=["threads"])
+router = APIRouter(tags=["threads"], route_class=LeanRoute)
 
 
 def _storage(state: AppState) -> GraphStorage:
@@ -59,7 +60,7 @@ def _query_list(values: list[str] | None) -> list[str] | None:
 )
 async def create_thread(
     body: ThreadCreate, state: AppStateDep, principal: PrincipalDep
-) -> Thread | Response:
+) -> Response:
     if body.supersteps:
         updates = StateUpdates(state, principal.tenant_id)
         thread = await thread_state.create_thread_with_supersteps(
@@ -69,7 +70,7 @@ async def create_thread(
             on_change=updates.record,
         )
         updates.wake()
-        return thread
+        return model_response(thread, exclude={"ttl"})
     thread = await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
     return model_response(thread, exclude={"ttl"})
 

@@ -1,0 +1,188 @@
+"""`LeanRoute`: FastAPI routes whose per-request work is only what our endpoints need.
+
+FastAPI's generic request handler costs about as much CPU as a thread create's INSERT: it
+solves the dependency graph (our two dependencies are one attribute read each), parses the
+content type through `email.message`, records telemetry and endpoint context, and
+serializes the return value. For an endpoint of a known simple shape, a `LeanRoute` builds a
+handler that does the same steps directly:
+
+- path and query parameters, and the single JSON body model, are validated by FastAPI's
+  own functions (`request_params_to_args`, `request_body_to_args`), so values, defaults and
+  the 422 errors are exactly FastAPI's;
+- `AppStateDep` and `PrincipalDep` are called directly;
+- the endpoint must return a `Response` (declared in its return annotation), which is sent
+  as is, as FastAPI does with a returned `Response`.
+
+Any other shape (header or cookie parameters, other dependencies, a form or embedded
+bodies, a return value FastAPI serializes, dependency overrides) keeps FastAPI's handler.
+The route's OpenAPI description is untouched: it is still an `APIRoute`.
+"""
+
+from __future__ import annotations
+
+import email.message
+import functools
+import inspect
+import json
+import typing
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from fastapi import HTTPException, params
+from fastapi._compat import Undefined
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from fastapi.routing import _effective_route_context_var as effective_route_context
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.api.deps import get_app_state, get_principal
+
+Handler = Callable[[Request], Coroutine[Any, Any, Response]]
+# a dependency a lean handler resolves itself: (name of the endpoint's argument, resolver)
+_INJECTED: dict[Callable[..., Any], Callable[[Request], Awaitable[Any]]] = {
+    get_app_state: get_app_state,
+    get_principal: get_principal,
+}
+
+
+class LeanRoute(APIRoute):
+    """An APIRoute that serves simple endpoints through `lean_handler` (see module doc)."""
+
+    def get_route_handler(self) -> Handler:
+        standard = super().get_route_handler()
+        # Inside `include_router`, FastAPI builds the handler of the route as included (its
+        # dependant merged with the router's dependencies) and says which through this var.
+        context = effective_route_context.get()
+        route: Any = context if context is not None and context.original_route is self else self
+        lean = lean_handler(
+            route.dependant,
+            embed_body_fields=route._embed_body_fields,
+            strict_content_type=_strict(route.strict_content_type),
+            overrides_provider=route.dependency_overrides_provider,
+            standard=standard,
+        )
+        return lean or standard
+
+
+def _strict(value: Any) -> bool:
+    return bool(getattr(value, "value", value))  # a DefaultPlaceholder holds the default
+
+
+def lean_handler(
+    dependant: Dependant,
+    *,
+    embed_body_fields: bool,
+    strict_content_type: bool,
+    overrides_provider: Any,
+    standard: Handler,
+) -> Handler | None:
+    """The lean handler for `dependant`, or None when its shape needs FastAPI's own."""
+    call = dependant.call
+    if call is None or not inspect.iscoroutinefunction(call) or not _returns_response(call):
+        return None
+    if (
+        dependant.header_params
+        or dependant.cookie_params
+        or dependant.response_param_name
+        or dependant.background_tasks_param_name
+        or dependant.websocket_param_name
+        or dependant.http_connection_param_name
+        or dependant.security_scopes_param_name
+        or embed_body_fields
+        or len(dependant.body_params) > 1
+        or any(isinstance(f.field_info, params.Form) for f in dependant.body_params)
+    ):
+        return None
+    injected: list[tuple[str, Callable[[Request], Awaitable[Any]]]] = []
+    for sub in dependant.dependencies:
+        resolver = _INJECTED.get(sub.call) if sub.call is not None else None
+        if resolver is None or sub.name is None or sub.dependencies:
+            return None
+        injected.append((sub.name, resolver))
+    path_params, query_params = dependant.path_params, dependant.query_params
+    body_params = dependant.body_params
+    request_param = dependant.request_param_name
+
+    async def handler(request: Request) -> Response:
+        if getattr(overrides_provider, "dependency_overrides", None):
+            return await standard(request)  # overrides follow FastAPI's own resolution
+        values: dict[str, Any] = {}
+        errors: list[Any] = []
+        body: Any = None
+        if path_params:
+            found, failed = request_params_to_args(path_params, request.path_params)
+            values.update(found)
+            errors += failed
+        if query_params:
+            found, failed = request_params_to_args(query_params, request.query_params)
+            values.update(found)
+            errors += failed
+        if body_params:
+            body = await _read_body(request, strict_content_type)
+            found, failed = await request_body_to_args(body_params, body, False)
+            values.update(found)
+            errors += failed
+        if errors:
+            raise RequestValidationError(errors, body=body)
+        for name, resolve in injected:
+            values[name] = await resolve(request)
+        if request_param:
+            values[request_param] = request
+        response: Response = await call(**values)
+        return response
+
+    return handler
+
+
+async def _read_body(request: Request, strict_content_type: bool) -> Any:
+    """The body as FastAPI would pass it to validation: parsed JSON for a JSON content type
+    (or none, when not strict), the raw bytes otherwise, `Undefined` when empty. Malformed
+    JSON is a 422; a body that cannot be read or decoded at all (the client went away, the
+    body limit cut it, bytes that are not UTF-8) a 400, as FastAPI answers."""
+    try:
+        raw = await request.body()
+        if not raw:
+            return Undefined
+        content_type = request.headers.get("content-type")
+        if content_type is None and strict_content_type:
+            return raw
+        if content_type is not None and not _is_json_content_type(content_type):
+            return raw
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ("body", exc.pos),
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": exc.msg},
+                }
+            ],
+            body=exc.doc,
+        ) from exc
+    except Exception as exc:
+        raise HTTPException(status_code=400, detail="There was an error parsing the body") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def _is_json_content_type(value: str) -> bool:
+    """application/json or application/*+json, parsed as FastAPI parses it."""
+    message = email.message.Message()
+    message["content-type"] = value
+    if message.get_content_maintype() != "application":
+        return False
+    subtype = message.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
+
+
+def _returns_response(call: Callable[..., Any]) -> bool:
+    try:
+        returned = typing.get_type_hints(call).get("return")
+    except (NameError, TypeError):
+        return False
+    return isinstance(returned, type) and issubclass(returned, Response)
