@@ -15,7 +15,7 @@ from app import __version__
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
-from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
+from app.api.metrics_middleware import ObservabilityMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
 from app.assistants.service import ensure_system_assistants
 from app.checkpoint import SQLSaver, make_serde
@@ -172,10 +172,9 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     install_auth(app, settings)
     # Added after auth, so they wrap it: every request (401s included) gets a request id in
-    # its logs and is counted; MetricsMiddleware is outermost to time the whole request.
+    # its logs and is counted; ObservabilityMiddleware is outermost to time the whole request.
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
-    app.add_middleware(RequestContextMiddleware)
-    app.add_middleware(MetricsMiddleware)
+    app.add_middleware(ObservabilityMiddleware)
     # Routers are matched in this order on every request (FastAPI tries each route of each
     # router in turn, twice): the busiest first. No two routers share a path and method.
     app.include_router(threads.router)

@@ -27,7 +27,7 @@ import httpx
 from fastapi import FastAPI
 
 from app import metrics
-from app.api.metrics_middleware import MetricsMiddleware, RequestContextMiddleware
+from app.api.metrics_middleware import ObservabilityMiddleware
 from app.config import Settings
 from app.logging import configure as configure_logging
 from app.main import create_app
@@ -37,8 +37,9 @@ from app.main import create_app
 async def running(settings: Settings, *, bare: bool) -> AsyncIterator[httpx.AsyncClient]:
     app: FastAPI = create_app(settings)
     if bare:
-        observability = (MetricsMiddleware, RequestContextMiddleware)
-        app.user_middleware = [m for m in app.user_middleware if m.cls not in observability]
+        app.user_middleware = [
+            m for m in app.user_middleware if m.cls is not ObservabilityMiddleware
+        ]
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:

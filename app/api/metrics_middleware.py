@@ -1,4 +1,4 @@
-"""Pure-ASGI middleware: request ids for logs, and HTTP metrics by route template.
+"""Pure-ASGI middleware: request ids for logs, the access log, and HTTP metrics by route template.
 
 Plain ASGI (not BaseHTTPMiddleware) so streaming responses pass through untouched: `send` is
 wrapped, never buffered, and an SSE stream is timed until its last chunk.
@@ -44,8 +44,10 @@ def _request_id(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
-class RequestContextMiddleware:
-    """Binds request_id (and thread_id / run_id found in the path) for every log line."""
+class ObservabilityMiddleware:
+    """Per request: a request id (echoed as X-Request-ID) and the thread / run ids of the path
+    bound for every log line, one access log line, and the HTTP metrics by route template,
+    method and status. One layer, one wrapped `send`: it runs on every request."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -54,22 +56,36 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = _request_id(scope)
-        path: str = scope.get("path", "")
-        thread = _THREAD_IN_PATH.search(path)
-        run = _RUN_IN_PATH.search(path)
-
         started = time.perf_counter()
+        request_id = _request_id(scope)
+        raw_id = request_id.encode("latin-1")
+        path: str = scope.get("path", "")
+        thread = _THREAD_IN_PATH.search(path) if "/threads/" in path else None
+        run = _RUN_IN_PATH.search(path) if "/runs/" in path else None
+        method = scope.get("method", "GET")
+        method = method if method in _KNOWN_METHODS else "OTHER"
         status = 500  # unless a response starts: the app raised
+        recorded = False
 
-        async def send_with_id(message: Message) -> None:
+        def record() -> None:
+            nonlocal recorded
+            if not recorded:
+                recorded = True
+                elapsed = time.perf_counter() - started
+                metrics.observe_http_request(_route_template(scope), method, status, elapsed)
+
+        async def send_observed(message: Message) -> None:
             nonlocal status
-            if message["type"] == "http.response.start":
+            kind = message["type"]
+            if kind == "http.response.start":
                 status = int(message["status"])
-                headers = list(message.get("headers", []))
-                headers.append((b"x-request-id", request_id.encode("latin-1")))
-                message = {**message, "headers": headers}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", ()), (b"x-request-id", raw_id)],
+                }
             await send(message)
+            if kind == "http.response.body" and not message.get("more_body", False):
+                record()
 
         def tenant_from_scope() -> dict[str, str]:
             # Set by the auth middleware (inside this one) once the caller is known.
@@ -86,8 +102,10 @@ class RequestContextMiddleware:
                 run_id=run.group(1) if run else None,
             ):
                 try:
-                    await self.app(scope, receive, send_with_id)
+                    await self.app(scope, receive, send_observed)
                 finally:
+                    # Also covers a client that disconnected mid-stream and an app that raised.
+                    record()
                     # One structured access line per request, with the ids above (replaces
                     # uvicorn's access log, which runs outside this context).
                     if access_log.isEnabledFor(logging.INFO):
@@ -103,41 +121,3 @@ class RequestContextMiddleware:
                         )
         finally:
             lazy_ids_var.reset(lazy_token)
-
-
-class MetricsMiddleware:
-    """Counts requests and times them by route template, method and status."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        method = scope.get("method", "GET")
-        method = method if method in _KNOWN_METHODS else "OTHER"
-        status = 500
-        recorded = False
-
-        def record() -> None:
-            nonlocal recorded
-            if not recorded:
-                recorded = True
-                elapsed = time.perf_counter() - started
-                metrics.observe_http_request(_route_template(scope), method, status, elapsed)
-
-        async def send_and_observe(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
-                record()
-
-        try:
-            await self.app(scope, receive, send_and_observe)
-        finally:
-            # Also covers a client that disconnected mid-stream and an app that raised.
-            record()
