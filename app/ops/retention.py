@@ -139,7 +139,8 @@ async def _expired(engine: AsyncEngine, now: datetime) -> list[Any]:
 
 async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetime) -> bool:
     # Guarded on expiry and status in the same statement, so a thread that got a run (or a
-    # new TTL) since it was selected survives.
+    # new TTL) since it was selected survives. Thread, runs, events and checkpoints go in one
+    # transaction (as DELETE /threads/{id}): a crash mid-sweep leaves no orphaned checkpoints.
     async with engine.begin() as conn:
         gone = (
             await conn.execute(
@@ -161,7 +162,7 @@ async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetim
                 run_events.c.tenant_id == row.tenant_id, run_events.c.thread_id == row.thread_id
             )
         )
-    await saver.for_tenant(row.tenant_id).adelete_thread(str(row.thread_id))
+        await saver.for_tenant(row.tenant_id).adelete_threads_in(conn, [str(row.thread_id)])
     return True
 
 

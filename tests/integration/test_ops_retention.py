@@ -171,6 +171,33 @@ async def test_delete_strategy_removes_expired_threads_with_everything_they_own(
     assert (again.deleted, again.pruned) == (0, 0)
 
 
+class _FailingCheckpointDelete:
+    """A saver whose checkpoint delete fails after the thread row went in the same
+    transaction."""
+
+    def for_tenant(self, tenant_id: str) -> _FailingCheckpointDelete:
+        return self
+
+    async def adelete_threads_in(self, conn: Any, thread_ids: Any) -> None:
+        raise RuntimeError("checkpoint delete failed")
+
+
+async def test_delete_strategy_is_one_transaction(engine: AsyncEngine) -> None:
+    saver = SQLSaver(engine)
+    expired = await _thread(engine, ttl_minutes=5, strategy="delete", expires_at=T0)
+    await _converse(saver, expired, 2)
+    before = await _count(engine, checkpoints, thread_id=expired)
+    with pytest.raises(RuntimeError, match="checkpoint delete failed"):
+        await sweep_threads(
+            engine, _FailingCheckpointDelete(), ThreadTTLPolicy(), now=T0 + timedelta(minutes=1)
+        )
+    # rolled back: the thread and every checkpoint are still there, for the next sweep
+    assert await _row(engine, expired) is not None
+    assert await _count(engine, checkpoints, thread_id=expired) == before > 0
+    done = await sweep_threads(engine, saver, ThreadTTLPolicy(), now=T0 + timedelta(minutes=1))
+    assert done.deleted == 1 and await _count(engine, checkpoints, thread_id=expired) == 0
+
+
 async def test_keep_latest_is_delta_channel_safe_and_rearms(engine: AsyncEngine) -> None:
     saver = SQLSaver(engine)
     thread_id = await _thread(engine, ttl_minutes=30, strategy="keep_latest", expires_at=T0)
