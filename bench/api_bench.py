@@ -185,7 +185,7 @@ async def bench(targets: list[Target], args: argparse.Namespace) -> dict[str, An
         t.name: {"setup_1000_update_state_s": round(t.setup_s, 2)} for t in targets
     }
     rng = random.Random(args.seed)
-    for op in OPERATIONS:
+    for op in args.ops:
         await alternating_latency(targets, op, args.warmup, rng)
         samples = await alternating_latency(targets, op, args.requests, rng)
         rps = await alternating_throughput(
@@ -274,6 +274,9 @@ async def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="60 rounds per operation")
     parser.add_argument("--skip-official", action="store_true")
+    parser.add_argument(
+        "--ops", nargs="+", choices=OPERATIONS, default=list(OPERATIONS), help="a subset to run"
+    )
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "api_bench.json"))
     args = parser.parse_args()
     if args.quick:
