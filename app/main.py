@@ -8,13 +8,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.routing import APIRoute
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
+from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
 from app.assistants.service import ensure_system_assistants
@@ -29,11 +29,6 @@ from app.state import AppState, StartupStep, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
 from app.store.store import PgvectorMode
 from app.store.validation import DEFAULT_MAX_VALUE_BYTES
-
-
-def _operation_id(route: APIRoute) -> str:
-    # Stable ids in openapi.json: the explicit operation_id, else the endpoint's name.
-    return route.name
 
 
 async def _attach_saver(state: AppState) -> None:
@@ -163,7 +158,7 @@ def create_app(settings: Settings) -> FastAPI:
         title="graphkeep",
         version=__version__,
         lifespan=lifespan,
-        generate_unique_id_function=_operation_id,
+        generate_unique_id_function=operation_id,
         # FastAPI's OpenTelemetry hooks: graphkeep exports Prometheus metrics and structured
         # logs instead, and otherwise every request pays for looking up unconfigured providers.
         telemetry={"tracing": False, "metrics": False, "logs": False},
@@ -175,13 +170,18 @@ def create_app(settings: Settings) -> FastAPI:
     # its logs and is counted; ObservabilityMiddleware is outermost to time the whole request.
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(ObservabilityMiddleware)
-    # Routers are matched in this order on every request (FastAPI tries each route of each
-    # router in turn, twice): the busiest first. No two routers share a path and method.
-    app.include_router(threads.router)
-    app.include_router(store.router)
-    app.include_router(runs.router)
-    app.include_router(thread_stream.router)
-    app.include_router(assistants.router)
-    app.include_router(meta.router)
-    app.include_router(ops.router)
+    # Routes are matched in this order on every request: the busiest first. No two routers
+    # share a path and method.
+    mount_flat(
+        app,
+        [
+            threads.router,
+            store.router,
+            runs.router,
+            thread_stream.router,
+            assistants.router,
+            meta.router,
+            ops.router,
+        ],
+    )
     return app

@@ -5,11 +5,11 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 from app.api.paging import page_response
 from app.assistants import introspection, service
 from app.assistants.schemas import (
@@ -26,7 +26,7 @@ from app.assistants.schemas import (
 from app.errors import NotFound
 from app.threads.service import delete_threads_of_assistant
 
-router = APIRouter(tags=["assistants"], route_class=LeanRoute)
+router = resource_router("assistants")
 
 
 @router.post("/assistants", operation_id="create_assistant", response_model=Assistant)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import APIRouter
-
 from app import __version__
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 
-router = APIRouter(tags=["system"], route_class=LeanRoute)
+router = resource_router("system")
 
 
 def _pkg_version(name: str) -> str | None:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 
 from app import metrics
 from app.api.auth import metrics_token_ok
 from app.api.deps import AppStateDep
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 from app.errors import Unauthorized
 from app.ops.health import check_readiness
 from app.ops.sampler import sample_pool, sample_queue
 
-router = APIRouter(tags=["system"], route_class=LeanRoute)
+router = resource_router("system")
 
 
 def _check_metrics_token(request: Request, state: AppStateDep) -> None:

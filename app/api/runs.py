@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 from app.api.sse import (
     HEARTBEAT,
     KEEPALIVE_JSON,
@@ -29,7 +29,7 @@ from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
 from app.runs.service import RunService
 from app.state import AppState
 
-router = APIRouter(tags=["runs"], route_class=LeanRoute)
+router = resource_router("runs")
 
 _TRUE = {"true", "1", "yes", "True"}
 

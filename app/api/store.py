@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 from app.api.responses import json_response
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
 
-router = APIRouter(tags=["store"], route_class=LeanRoute)
+router = resource_router("store")
 
 
 class _Request(BaseModel):

@@ -9,13 +9,13 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Header, Query
+from fastapi import Header, Query
 from fastapi.responses import StreamingResponse
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import ValidationFailed
 from app.graphs.jsonable import dumps
@@ -28,7 +28,7 @@ from app.runs.thread_stream import (
 from app.state import AppState
 from app.threads.schemas import ThreadState
 
-router = APIRouter(tags=["threads"], route_class=LeanRoute)
+router = resource_router("threads")
 
 
 def thread_stream_modes(values: list[str]) -> frozenset[str]:
