@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import LeanRoute
+from app.api.lean_route import resource_router
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
@@ -32,7 +32,7 @@ from app.threads.schemas import (
 )
 from app.threads.state import GraphStorage
 
-router = APIRouter(tags=["threads"], route_class=LeanRoute)
+router = resource_router("threads")
 
 
 def _storage(state: AppState) -> GraphStorage:
@@ -109,11 +109,7 @@ async def get_thread(
     thread = await service.get_thread(
         state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, include_ttl=include_ttl
     )
-    return JSONResponse(
-        thread.model_dump(
-            mode="json", exclude_none=False, exclude={"ttl"} if not include_ttl else set()
-        )
-    )
+    return model_response(thread, exclude=None if include_ttl else {"ttl"})
 
 
 @router.patch("/threads/{thread_id}", operation_id="patch_thread", response_model=Thread)
@@ -129,7 +125,7 @@ async def patch_thread(
     )
     if prefer and "return=minimal" in prefer.replace(" ", "").lower():
         return Response(status_code=204)
-    return JSONResponse(thread.model_dump(mode="json", exclude={"ttl"}))
+    return model_response(thread, exclude={"ttl"})
 
 
 @router.delete("/threads/{thread_id}", operation_id="delete_thread", status_code=204)

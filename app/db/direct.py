@@ -86,7 +86,8 @@ class DirectStatement:
             else:
                 value = state.parameters[name]
                 self._binds.append((name, None, value if process is None else process(value)))
-        columns = list(getattr(statement, "selected_columns", []))
+        # the columns a query selects, or a write RETURNs
+        columns = list(getattr(statement, "exported_columns", []))
         self._row_type: Any = namedtuple("DirectRow", [c.key for c in columns])  # type: ignore[misc]
         self._results: list[Callable[[Any], Any] | None] = [
             _result_processor(c.type, dialect) for c in columns

@@ -8,13 +8,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, insert, select, update
+from sqlalchemy import Select, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import json_contains
+from app.db.listing import order_by
 from app.db.tables import run_events, runs, threads
-from app.threads.schemas import JSONObject, Thread, ThreadTTL
+from app.threads.schemas import THREAD_SORT_COLUMNS, JSONObject, Thread, ThreadTTL
 
 T = threads.c
 
@@ -56,6 +58,23 @@ def ttl_columns(ttl: ThreadTTL | None, now: datetime) -> JSONObject:
 # and the row's `values` cache (possibly large JSON) is neither fetched nor decoded.
 THREAD_METADATA = select(T.metadata).where(
     T.tenant_id == bindparam("tenant_id"), T.thread_id == bindparam("thread_id")
+)
+
+
+THREAD_ROW = select(threads).where(
+    T.tenant_id == bindparam("tenant_id"), T.thread_id == bindparam("thread_id")
+)
+# PostgreSQL: a metadata patch is one statement, `||` being exactly the shallow merge the
+# API promises (SQLite's json_patch is a recursive merge-patch that drops nulls, so SQLite
+# merges in Python inside its transaction).
+PATCH_THREAD_METADATA_PG = (
+    update(threads)
+    .where(T.tenant_id == bindparam("tenant_id"), T.thread_id == bindparam("thread_id"))
+    .values(
+        metadata=T.metadata.op("||")(bindparam("patch", type_=T.metadata.type)),
+        updated_at=bindparam("now"),
+    )
+    .returning(*threads.columns)
 )
 
 
@@ -188,6 +207,36 @@ async def delete_thread_rows(
     )
     await conn.execute(delete(threads).where(T.tenant_id == tenant_id, T.thread_id.in_(found)))
     return list(found)
+
+
+def search_statement(
+    *,
+    count: bool,
+    metadata: bool,
+    values: bool,
+    status: bool,
+    sort_by: str | None = None,
+    sort_order: str | None = None,
+) -> Select[Any]:
+    """PostgreSQL: a thread search (or count) of one filter shape with every value a bind
+    parameter (tenant_id, metadata, values, status, limit, offset), to compile once per
+    shape; the same conditions as `filtered` spells with literals."""
+    stmt = select(func.count().label("n")).select_from(threads) if count else select(threads)
+    stmt = stmt.where(T.tenant_id == bindparam("tenant_id"))
+    if metadata:
+        stmt = stmt.where(T.metadata.op("@>")(bindparam("metadata", type_=postgresql.JSONB)))
+    if values:
+        stmt = stmt.where(
+            T["values"].is_not(None),
+            T["values"].op("@>")(bindparam("values", type_=postgresql.JSONB)),
+        )
+    if status:
+        stmt = stmt.where(T.status == bindparam("status"))
+    if count:
+        return stmt
+    columns = {name: threads.c[name] for name in THREAD_SORT_COLUMNS}
+    stmt = stmt.order_by(*order_by(columns, sort_by, sort_order, tie_breaker=T.thread_id))
+    return stmt.limit(bindparam("limit")).offset(bindparam("offset"))
 
 
 def filtered(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import func, select
@@ -79,9 +79,20 @@ class _Direct:
 
     run: DirectExecutor
     metadata: DirectStatement
+    row: DirectStatement
+    patch_metadata: DirectStatement | None  # PostgreSQL only
     insert: DirectStatement
     # a new thread's JSON columns that never vary, encoded once by their own bind processor
     fresh_json: JSONObject
+    # PostgreSQL: search and count statements by filter shape (a few dozen shapes at most)
+    searches: dict[tuple[Any, ...], DirectStatement] = field(default_factory=dict)
+
+    def search(self, **shape: Any) -> DirectStatement:
+        key = tuple(sorted(shape.items()))
+        found = self.searches.get(key)
+        if found is None:
+            found = self.searches[key] = self.run.prepare(q.search_statement(**shape))
+        return found
 
 
 # The direct executor keeps a connection that just finished (up to 0.1 s idle) for the next
@@ -104,6 +115,8 @@ def _direct(engine: AsyncEngine) -> _Direct:
         found = _DIRECT[engine] = _Direct(
             run,
             run.prepare(q.THREAD_METADATA),
+            run.prepare(q.THREAD_ROW),
+            run.prepare(q.PATCH_THREAD_METADATA_PG) if dialect.name == "postgresql" else None,
             run.prepare(q.INSERT_THREAD_ROW, raw=tuple(_FRESH_JSON)),
             fresh_json,
         )
@@ -121,8 +134,9 @@ async def get_thread(
 ) -> Thread:
     """The thread, or 404 (also for another tenant's thread)."""
     thread_id = parse_thread_id(thread_id)
-    async with reader(engine).connect() as conn:
-        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+    direct = _direct(engine)
+    rows = await direct.run.fetch(direct.row, {"tenant_id": tenant_id, "thread_id": thread_id})
+    row = rows[0] if rows else None
     if row is None:
         raise NotFound(f"Thread '{thread_id}' not found")
     return q.row_to_thread(row, include_ttl=include_ttl)
@@ -197,6 +211,21 @@ async def patch_thread(
     """Shallow-merge metadata; replace the TTL when given."""
     thread_id = parse_thread_id(thread_id)
     now = utcnow()
+    direct = _direct(engine)
+    if direct.patch_metadata is not None and body.ttl is None:
+        # the common patch (metadata only) in one autocommitted statement
+        rows = await direct.run.fetch(
+            direct.patch_metadata,
+            {
+                "tenant_id": tenant_id,
+                "thread_id": thread_id,
+                "patch": dict(body.metadata or {}),
+                "now": now,
+            },
+        )
+        if not rows:
+            raise NotFound(f"Thread '{thread_id}' not found")
+        return q.row_to_thread(rows[0])
     async with engine.begin() as conn:
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
         if row is None:
@@ -313,6 +342,48 @@ async def search_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadSea
     extract = check_extract(body.extract)
     check_sort_order(body.sort_order)
     ids = [parse_thread_id(i) for i in body.ids] if body.ids is not None else None
+    if ids is None and engine.dialect.name == "postgresql":
+        rows = await _direct_search(engine, tenant_id, body, count=False)
+    else:
+        rows = await _search_rows(engine, tenant_id, body, ids)
+    items = [
+        q.row_to_thread(row).model_dump(mode="json", exclude={"ttl"}) for row in rows[: body.limit]
+    ]
+    if fields:
+        items = [{k: item[k] for k in fields} | _extracted(item, extract) for item in items]
+    elif extract:
+        items = [item | _extracted(item, extract) for item in items]
+    return Page(items=items, has_more=len(rows) > body.limit)
+
+
+async def _direct_search(
+    engine: AsyncEngine, tenant_id: str, body: ThreadSearch | ThreadCount, *, count: bool
+) -> list[Any]:
+    """Search (one page plus one row) or count on PostgreSQL's direct path."""
+    direct = _direct(engine)
+    shape: dict[str, Any] = {
+        "count": count,
+        "metadata": bool(body.metadata),
+        "values": bool(body.values),
+        "status": body.status is not None,
+    }
+    params: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "metadata": body.metadata,
+        "values": body.values,
+        "status": body.status,
+    }
+    if isinstance(body, ThreadSearch):
+        shape |= {"sort_by": body.sort_by, "sort_order": (body.sort_order or "desc").lower()}
+        if shape["sort_by"] not in THREAD_SORT_COLUMNS:
+            shape["sort_by"] = None  # created_at, as order_by decides
+        params |= {"limit": body.limit + 1, "offset": body.offset}
+    return list(await direct.run.fetch(direct.search(**shape), params))
+
+
+async def _search_rows(
+    engine: AsyncEngine, tenant_id: str, body: ThreadSearch, ids: list[str] | None
+) -> list[Any]:
     async with engine.connect() as conn:
         stmt = q.filtered(
             select(threads),
@@ -327,15 +398,7 @@ async def search_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadSea
         stmt = stmt.order_by(
             *order_by(columns, body.sort_by, body.sort_order, tie_breaker=threads.c.thread_id)
         )
-        rows = (await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all()
-    items = [
-        q.row_to_thread(row).model_dump(mode="json", exclude={"ttl"}) for row in rows[: body.limit]
-    ]
-    if fields:
-        items = [{k: item[k] for k in fields} | _extracted(item, extract) for item in items]
-    elif extract:
-        items = [item | _extracted(item, extract) for item in items]
-    return Page(items=items, has_more=len(rows) > body.limit)
+        return list((await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all())
 
 
 def _extracted(thread: JSONObject, extract: dict[str, str] | None) -> JSONObject:
@@ -345,6 +408,9 @@ def _extracted(thread: JSONObject, extract: dict[str, str] | None) -> JSONObject
 
 
 async def count_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadCount) -> int:
+    if engine.dialect.name == "postgresql":
+        rows = await _direct_search(engine, tenant_id, body, count=True)
+        return int(rows[0][0])
     async with engine.connect() as conn:
         stmt = q.filtered(
             select(func.count()).select_from(threads),

@@ -119,6 +119,22 @@ async def test_patch_merges_metadata_and_prefer_minimal(client: httpx.AsyncClien
     assert (await client.patch("/threads/xyz", json={"metadata": {}})).status_code == 422
 
 
+async def test_patch_merge_is_shallow_and_keeps_nulls(client: httpx.AsyncClient) -> None:
+    """Top-level keys replace (a nested object is not merged into), a null is stored, not
+    a deletion, on both dialects; a patch with a TTL and one without any metadata work too."""
+    t = await new_thread(client, metadata={"nested": {"x": 1, "y": 2}, "keep": "k", "n": 1})
+    tid = t["thread_id"]
+    r = await client.patch(f"/threads/{tid}", json={"metadata": {"nested": {"x": 9}, "n": None}})
+    assert r.json()["metadata"] == {"nested": {"x": 9}, "keep": "k", "n": None}
+    r = await client.patch(f"/threads/{tid}", json={})
+    assert r.status_code == 200 and r.json()["metadata"]["keep"] == "k"
+    assert r.json()["updated_at"] > t["updated_at"]
+    r = await client.patch(f"/threads/{tid}", json={"metadata": {"t": 1}, "ttl": {"ttl": 60}})
+    assert r.status_code == 200 and r.json()["metadata"]["t"] == 1
+    got = (await client.get(f"/threads/{tid}", params={"include": "ttl"})).json()
+    assert got["metadata"]["n"] is None and got["ttl"]["ttl_minutes"] == 60
+
+
 async def test_delete_cascades_to_runs_and_checkpoints(client: httpx.AsyncClient) -> None:
     t = await new_thread(client, metadata={"graph_id": "approval"})
     tid = t["thread_id"]
@@ -185,6 +201,41 @@ async def test_count(client: httpx.AsyncClient) -> None:
     assert (await client.post("/threads/count", json={})).json() == 2
     assert (await client.post("/threads/count", json={"metadata": {"x": 2}})).json() == 1
     assert (await client.post("/threads/count", json={"status": "busy"})).json() == 0
+
+
+async def test_search_and_count_combine_filters_and_sorts(client: httpx.AsyncClient) -> None:
+    """Every filter shape at once, each sort order (PostgreSQL compiles one statement per
+    shape and binds the values: a second search of the same shape must not reuse the first's
+    values)."""
+    a = await new_thread(client, metadata={"graph_id": "approval", "team": "t1"})
+    b = await new_thread(client, metadata={"graph_id": "approval", "team": "t2"})
+    await new_thread(client, metadata={"team": "t1"})
+    await add_checkpoint(client, a["thread_id"], "ship")
+    await add_checkpoint(client, b["thread_id"], "ship")
+    both = {"metadata": {"graph_id": "approval"}, "values": {"request": "ship"}}
+
+    async def ids(body: dict) -> list[str]:
+        r = await client.post("/threads/search", json=body)
+        assert r.status_code == 200, r.text
+        return [t["thread_id"] for t in r.json()]
+
+    full = both | {"status": "interrupted"}
+    assert set(await ids(full)) == {a["thread_id"], b["thread_id"]}
+    assert await ids(full | {"metadata": {"team": "t2"}}) == [b["thread_id"]]
+    assert await ids(full | {"metadata": {"team": "t3"}}) == []
+    assert await ids(both | {"status": "idle"}) == []
+    # a's state changed first
+    by_update = [a["thread_id"], b["thread_id"]]
+    assert await ids(both | {"sort_by": "updated_at", "sort_order": "asc"}) == by_update
+    assert await ids(both | {"sort_by": "updated_at", "sort_order": "DESC"}) == by_update[::-1]
+    newest_first = await ids(both | {"sort_by": "created_at", "sort_order": "desc"})
+    assert newest_first == [b["thread_id"], a["thread_id"]]
+    assert await ids(both | {"sort_by": "nonsense"}) == newest_first  # created_at, as before
+    assert await ids(both | {"limit": 1, "offset": 1}) == [a["thread_id"]]
+    count = client.post
+    assert (await count("/threads/count", json=full)).json() == 2
+    assert (await count("/threads/count", json=full | {"metadata": {"team": "t1"}})).json() == 1
+    assert (await count("/threads/count", json={"values": {"request": "none"}})).json() == 0
 
 
 async def test_copy_keeps_checkpoints_and_cache(client: httpx.AsyncClient) -> None:
