@@ -118,14 +118,14 @@ async def get_item(
     namespace: str = Query("", description="labels joined with '.'"),
     key: str | None = Query(None),
     refresh_ttl: bool | None = Query(None),
-) -> dict[str, Any] | None:
+) -> Response:
     if key is None or key == "":
         raise InvalidInput("Key is required")
     labels = _check_labels(namespace.split(".")) if namespace else ()
     if not labels:
         raise ValidationFailed("namespace: at least one label is required")
     item = await _store(state, principal.tenant_id).aget(labels, key, refresh_ttl=refresh_ttl)
-    return _item_json(item, with_score=False) if item is not None else None
+    return json_response(_item_json(item, with_score=False) if item is not None else None)
 
 
 @router.delete("/store/items", operation_id="delete_store_item", status_code=204)

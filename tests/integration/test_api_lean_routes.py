@@ -131,6 +131,7 @@ def test_the_hot_routes_are_lean_and_the_others_are_not() -> None:
         ("POST", "/threads/{thread_id}/history"),
         ("POST", "/store/items/search"),
         ("PUT", "/store/items"),
+        ("GET", "/store/items"),
         ("POST", "/threads/{thread_id}/runs/wait"),
         ("POST", "/runs/wait"),
     ]:
