@@ -56,6 +56,16 @@ GRAPH_SOURCE = ROOT / "app" / "examples" / "approval.py"
 HISTORY_LENGTH = 1000
 STORE_ITEMS = 200
 OPERATIONS = ("thread_create", "get_state_1000", "get_state_1", "history_limit10", "store_search")
+# other everyday calls, measured on request (--ops ... or --ops-all)
+MORE_OPERATIONS = (
+    "thread_get",
+    "thread_patch",
+    "thread_search",
+    "thread_count",
+    "store_get",
+    "store_put",
+    "assistant_search",
+)
 GRAPHKEEP, OFFICIAL = "graphkeep_pg", "langgraph_dev"
 
 Call = Callable[[], Awaitable[Any]]
@@ -119,6 +129,25 @@ class Target:
                 http.post(f"/threads/{long_thread}/history", json={"limit": 10})
             ),
             "store_search": lambda: ok(http.post("/store/items/search", json=search)),
+            "thread_get": lambda: ok(http.get(f"/threads/{fresh}")),
+            "thread_patch": lambda: ok(
+                http.patch(f"/threads/{fresh}", json={"metadata": {"n": 1}})
+            ),
+            "thread_search": lambda: ok(
+                http.post(
+                    "/threads/search", json={"metadata": {"graph_id": "approval"}, "limit": 10}
+                )
+            ),
+            "thread_count": lambda: ok(http.post("/threads/count", json={"status": "idle"})),
+            "store_get": lambda: ok(
+                http.get("/store/items", params={"namespace": ".".join([*ns, "n1"]), "key": "k1"})
+            ),
+            "store_put": lambda: ok(
+                http.put(
+                    "/store/items", json={"namespace": [*ns, "n1"], "key": "k1", "value": {"i": 1}}
+                )
+            ),
+            "assistant_search": lambda: ok(http.post("/assistants/search", json={"limit": 10})),
         }
 
 
@@ -240,7 +269,7 @@ def report(results: dict[str, Any]) -> str:
         f"{'gk p95':>9}{'off p95':>9}{'ratio':>7}{'gk rps':>9}{'off rps':>9}{'ratio':>7}"
     )
     lines = [head]
-    for op in OPERATIONS:
+    for op in OPERATIONS + MORE_OPERATIONS:
         g, o = gk.get(op), off.get(op)
         if not g:
             continue
@@ -275,12 +304,19 @@ async def main() -> int:
     parser.add_argument("--quick", action="store_true", help="60 rounds per operation")
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument(
-        "--ops", nargs="+", choices=OPERATIONS, default=list(OPERATIONS), help="a subset to run"
+        "--ops",
+        nargs="+",
+        choices=OPERATIONS + MORE_OPERATIONS,
+        default=list(OPERATIONS),
+        help="the operations to run (default: the issue's four, get_state twice)",
     )
+    parser.add_argument("--ops-all", action="store_true", help="also every MORE_OPERATIONS")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "api_bench.json"))
     args = parser.parse_args()
     if args.quick:
         args.requests = 60
+    if args.ops_all:
+        args.ops = list(OPERATIONS + MORE_OPERATIONS)
     tmp = Path(tempfile.mkdtemp(prefix="gk_api_bench_"))
     shutil.copy(GRAPH_SOURCE, tmp / "graph.py")
     (tmp / "langgraph.json").write_text(
