@@ -19,6 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.principal import Principal
+from app.db.dialect import reader
 from app.db.tables import SYSTEM_TENANT, api_keys
 from app.db.types import utcnow
 from app.errors import InvalidInput, NotFound
@@ -105,7 +106,7 @@ async def list_api_keys(engine: AsyncEngine, *, tenant_id: str | None) -> list[A
     ).order_by(api_keys.c.created_at, api_keys.c.key_id)
     if tenant_id is not None:
         query = query.where(api_keys.c.tenant_id == tenant_id)
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         rows = (await conn.execute(query)).mappings().all()
     return [ApiKeyInfo(**row) for row in rows]
 
@@ -154,7 +155,7 @@ async def authenticate_api_key(engine: AsyncEngine, key: str) -> Principal | Non
     query = select(api_keys.c.tenant_id, api_keys.c.user_id, api_keys.c.read_only).where(
         api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
     )
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         row = (await conn.execute(query)).first()
     if row is None:
         return None

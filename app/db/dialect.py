@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from sqlalchemy import (
@@ -23,6 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.dml import Insert
 
 from app.db.engine import SQLITE_NO_BEGIN
@@ -102,6 +104,21 @@ def autocommit_read_options(dialect: Dialect | str) -> dict[str, Any]:
     if _name(dialect) == "postgresql":
         return {"isolation_level": "AUTOCOMMIT"}
     return {SQLITE_NO_BEGIN: True}
+
+
+_READERS: weakref.WeakKeyDictionary[AsyncEngine, AsyncEngine] = weakref.WeakKeyDictionary()
+
+
+def reader(engine: AsyncEngine) -> AsyncEngine:
+    """`engine` for single-statement reads and writes: on PostgreSQL autocommit (no BEGIN /
+    ROLLBACK round trips around one SELECT), on SQLite no BEGIN IMMEDIATE write lock.
+    Cached: building the option engine costs about as much as a small query's Python side."""
+    found = _READERS.get(engine)
+    if found is None:
+        found = _READERS[engine] = engine.execution_options(
+            **autocommit_read_options(engine.dialect)
+        )
+    return found
 
 
 def _name(dialect: Dialect | str) -> str:

@@ -30,6 +30,7 @@ from sqlalchemy import and_, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
+from app.db.dialect import reader
 from app.db.tables import run_events, threads
 from app.db.types import utcnow
 from app.errors import InvalidInput
@@ -119,7 +120,7 @@ async def stamp_default_ttl(engine: AsyncEngine, policy: ThreadTTLPolicy) -> int
 
 
 async def _expired(engine: AsyncEngine, now: datetime) -> list[Any]:
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         return list(
             (
                 await conn.execute(

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.auth.identity import restore_auth_user
+from app.db.dialect import reader
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_jsonable
@@ -148,7 +149,7 @@ class RunExecutor:
         )
         query = select(func.count()).select_from(capped)
         try:
-            async with self.engine.connect() as conn:
+            async with reader(self.engine).connect() as conn:
                 length = int((await conn.execute(query)).scalar_one())
         except Exception:  # a metric never fails a settled run
             log.debug("history length not observed", exc_info=True)
@@ -387,7 +388,7 @@ class RunExecutor:
             and run.kwargs.get("on_completion", "delete") == "delete"
         )
         if webhook:
-            async with self.engine.connect() as conn:
+            async with reader(self.engine).connect() as conn:
                 row = (
                     await conn.execute(
                         select(runs).where(

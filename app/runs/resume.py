@@ -20,9 +20,9 @@ from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.dialect import reader
 from app.db.tables import threads
 from app.errors import Conflict
-from app.threads.service import reader
 
 # The configurable key that turns on LangGraph's own check for one run.
 STRICT_RESUME_KEY = CONFIG_KEY_STRICT_RESUME

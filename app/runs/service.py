@@ -25,7 +25,7 @@ from app import metrics
 from app.assistants import queries as assistant_queries
 from app.assistants.service import resolve_assistant_id
 from app.auth.principal import Principal
-from app.db.dialect import autocommit_read_options
+from app.db.dialect import autocommit_read_options, reader
 from app.db.direct import DirectExecutor, DirectStatement
 from app.db.tables import SYSTEM_TENANT, assistants, runs, threads
 from app.db.types import utcnow
@@ -507,7 +507,7 @@ class RunService:
         run_id = _uuid(run_id, "run_id")
         if thread_id is not None:
             thread_id = _uuid(thread_id, "thread_id")
-        async with self.engine.connect() as conn:
+        async with reader(self.engine).connect() as conn:
             row = await self._row(conn, tenant_id=tenant_id, thread_id=thread_id, run_id=run_id)
         if row is None:
             raise NotFound(f"Run '{run_id}' not found")
@@ -518,7 +518,7 @@ class RunService:
     ) -> list[JSONObject]:
         """A thread's runs, newest first; 404 if the thread is missing."""
         thread_id = _uuid(thread_id, "thread_id")
-        async with self.engine.connect() as conn:
+        async with reader(self.engine).connect() as conn:
             exists = (
                 await conn.execute(
                     select(threads.c.thread_id).where(
@@ -655,7 +655,7 @@ class RunService:
 
     async def thread_output(self, *, tenant_id: str, thread_id: str) -> JSONObject:
         """A finished run's output from its thread: values, error or interrupts."""
-        async with self.engine.connect() as conn:
+        async with reader(self.engine).connect() as conn:
             row = (
                 await conn.execute(
                     select(

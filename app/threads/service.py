@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
-from app.db.dialect import autocommit_read_options
+from app.db.dialect import reader
 from app.db.direct import DirectExecutor, DirectStatement
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import runs, threads
@@ -56,21 +56,6 @@ def parse_thread_id(value: str) -> str:
 def new_thread_id() -> str:
     """UUIDv7: time-ordered, so sorting by id follows creation time (as the official server)."""
     return str(uuid7())
-
-
-_READERS: weakref.WeakKeyDictionary[AsyncEngine, AsyncEngine] = weakref.WeakKeyDictionary()
-
-
-def reader(engine: AsyncEngine) -> AsyncEngine:
-    """`engine` for single-statement reads and writes: on PostgreSQL autocommit (no BEGIN /
-    ROLLBACK round trips around one SELECT), on SQLite no BEGIN IMMEDIATE write lock.
-    Cached: building the option engine costs about as much as a small query's Python side."""
-    found = _READERS.get(engine)
-    if found is None:
-        found = _READERS[engine] = engine.execution_options(
-            **autocommit_read_options(engine.dialect)
-        )
-    return found
 
 
 @dataclass(frozen=True)
@@ -257,7 +242,7 @@ async def delete_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str, 
 
 async def active_run_ids(engine: AsyncEngine, *, tenant_id: str, thread_id: str) -> list[str]:
     """Pending or running runs of the thread (to cancel them before a delete)."""
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         stmt = select(runs.c.run_id).where(
             runs.c.tenant_id == tenant_id,
             runs.c.thread_id == thread_id,
@@ -270,7 +255,7 @@ async def delete_threads_of_assistant(
     engine: AsyncEngine, *, tenant_id: str, assistant_id: str, saver: Any
 ) -> int:
     """Threads whose metadata.assistant_id is this assistant (DELETE ?delete_threads=true)."""
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         stmt = q.filtered(
             select(threads.c.thread_id),
             conn.dialect.name,
@@ -384,7 +369,7 @@ async def _direct_search(
 async def _search_rows(
     engine: AsyncEngine, tenant_id: str, body: ThreadSearch, ids: list[str] | None
 ) -> list[Any]:
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         stmt = q.filtered(
             select(threads),
             conn.dialect.name,
@@ -411,7 +396,7 @@ async def count_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadCoun
     if engine.dialect.name == "postgresql":
         rows = await _direct_search(engine, tenant_id, body, count=True)
         return int(rows[0][0])
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         stmt = q.filtered(
             select(func.count()).select_from(threads),
             conn.dialect.name,
@@ -453,7 +438,7 @@ async def prune_threads(
     ids = list(dict.fromkeys(parse_thread_id(i) for i in body.thread_ids))
     if body.strategy == "delete":
         return await delete_threads(engine, tenant_id=tenant_id, thread_ids=ids, saver=saver)
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         found = list(
             (
                 await conn.execute(

@@ -16,6 +16,7 @@ from langgraph.types import StateSnapshot
 from langgraph.types import StateUpdate as GraphUpdate
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.db.dialect import reader
 from app.db.types import utcnow
 from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.graphs.jsonable import interrupt_json, to_jsonable
@@ -451,7 +452,7 @@ async def update_state(
     state (the thread stream's `state_update` event)."""
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
-    async with engine.connect() as conn:  # one connection for both checks
+    async with reader(engine).connect() as conn:  # one connection for both checks
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
         if row is None:
             raise NotFound(f"Thread '{thread_id}' not found")
