@@ -5,12 +5,29 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.assistants.schemas import Assistant, AssistantVersion, JSONObject
+from app.assistants.schemas import (
+    ASSISTANT_SORT_COLUMNS,
+    Assistant,
+    AssistantVersion,
+    JSONObject,
+)
 from app.db.dialect import json_contains
+from app.db.listing import order_by
 from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants
 
 A = assistants.c
@@ -113,6 +130,51 @@ def versions_query(
     if metadata:
         stmt = stmt.where(json_contains(dialect, V.metadata, metadata))
     return stmt.order_by(V.version.desc())
+
+
+def search_statement(
+    *,
+    graph_ids: tuple[str, ...],
+    count: bool,
+    metadata: bool,
+    graph_id: bool,
+    name: bool,
+    sort_by: str | None = None,
+    sort_order: str | None = None,
+) -> Select[Any]:
+    """PostgreSQL: an assistant search (or count) of one filter shape, the server's graph ids
+    written in, every value a bind parameter (tenant_id, metadata, graph_id, name_pattern - a
+    LIKE pattern escaped with '/' -, limit, offset); the conditions of `filtered`."""
+    stmt = select(func.count().label("n")).select_from(assistants) if count else select(assistants)
+    stmt = stmt.where(
+        or_(A.tenant_id == bindparam("tenant_id"), A.tenant_id == SYSTEM_TENANT),
+        A.graph_id.in_(graph_ids),
+    )
+    if graph_id:
+        stmt = stmt.where(A.graph_id == bindparam("graph_id"))
+    if name:
+        stmt = stmt.where(func.lower(A.name).like(bindparam("name_pattern"), escape="/"))
+    if metadata:
+        stmt = stmt.where(A.metadata.op("@>")(bindparam("metadata", type_=postgresql.JSONB)))
+    if count:
+        return stmt
+    columns = {column: assistants.c[column] for column in ASSISTANT_SORT_COLUMNS}
+    stmt = stmt.order_by(
+        *order_by(
+            columns,
+            sort_by,
+            sort_order,
+            case_insensitive=("name", "graph_id"),
+            tie_breaker=A.assistant_id,
+        )
+    )
+    return stmt.limit(bindparam("limit")).offset(bindparam("offset"))
+
+
+def contains_pattern(text: str) -> str:
+    """A LIKE pattern matching `text` anywhere, its own % _ / escaped with '/'."""
+    escaped = text.lower().replace("/", "//").replace("%", "/%").replace("_", "/_")
+    return f"%{escaped}%"
 
 
 def filtered(

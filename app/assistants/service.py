@@ -7,6 +7,7 @@ and read-only for them: changing a shared assistant would change it for everybod
 from __future__ import annotations
 
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,8 @@ from app.assistants.schemas import (
     AssistantVersionsSearch,
     JSONObject,
 )
-from app.db.dialect import upsert
+from app.db.dialect import reader, upsert
+from app.db.direct import DirectExecutor
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants, runs
 from app.db.types import utcnow
@@ -124,7 +126,7 @@ async def get_assistant(
 ) -> Assistant:
     """The assistant, or 404 (also when its graph is not registered here)."""
     assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
     if row is None or not graphs.has(row.graph_id):
         raise NotFound(f"Assistant '{assistant_id}' not found")
@@ -235,7 +237,7 @@ async def patch_assistant(
 async def active_run_ids(engine: AsyncEngine, *, tenant_id: str, assistant_id: str) -> list[str]:
     """Pending or running runs of this assistant (cancelled before it is deleted)."""
     assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         stmt = select(runs.c.run_id).where(
             runs.c.tenant_id == tenant_id,
             runs.c.assistant_id == assistant_id,
@@ -258,13 +260,69 @@ def _graph_filter(graphs: GraphRegistry, graph_id: str | None) -> None:
         _require_graph(graphs, graph_id)
 
 
+# PostgreSQL: search and count statements per engine, graph-id set and filter shape (the
+# graph ids are fixed for a server's life, the shapes a few dozen at most)
+_SEARCHES: weakref.WeakKeyDictionary[AsyncEngine, tuple[DirectExecutor, dict[Any, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _direct_search(
+    engine: AsyncEngine,
+    tenant_id: str,
+    body: AssistantSearch | AssistantCount,
+    graphs: GraphRegistry,
+    *,
+    count: bool,
+) -> list[Any]:
+    found = _SEARCHES.get(engine)
+    if found is None:
+        found = _SEARCHES[engine] = (DirectExecutor(reader(engine), park_seconds=0.1), {})
+    run, statements = found
+    shape: dict[str, Any] = {
+        "graph_ids": tuple(graphs.graph_ids()),
+        "count": count,
+        "metadata": bool(body.metadata),
+        "graph_id": body.graph_id is not None,
+        "name": bool(body.name),
+    }
+    params: dict[str, Any] = {
+        "tenant_id": tenant_id,
+        "metadata": body.metadata,
+        "graph_id": body.graph_id,
+        "name_pattern": q.contains_pattern(body.name) if body.name else None,
+    }
+    if isinstance(body, AssistantSearch):
+        sort_by = body.sort_by if body.sort_by in ASSISTANT_SORT_COLUMNS else None
+        shape |= {"sort_by": sort_by, "sort_order": (body.sort_order or "desc").lower()}
+        params |= {"limit": body.limit + 1, "offset": body.offset}
+    key = tuple(sorted(shape.items()))
+    statement = statements.get(key)
+    if statement is None:
+        statement = statements[key] = run.prepare(q.search_statement(**shape))
+    return list(await run.fetch(statement, params))
+
+
 async def search_assistants(
     engine: AsyncEngine, *, tenant_id: str, body: AssistantSearch, graphs: GraphRegistry
 ) -> Page:
     fields = check_select(body.select, ASSISTANT_FIELDS)
     check_sort_order(body.sort_order)
     _graph_filter(graphs, body.graph_id)
-    async with engine.connect() as conn:
+    if engine.dialect.name == "postgresql":
+        rows = await _direct_search(engine, tenant_id, body, graphs, count=False)
+    else:
+        rows = await _search_rows(engine, tenant_id, body, graphs)
+    items = [q.row_to_assistant(row).model_dump(mode="json") for row in rows[: body.limit]]
+    if fields:
+        items = [{k: item[k] for k in fields} for item in items]
+    return Page(items=items, has_more=len(rows) > body.limit)
+
+
+async def _search_rows(
+    engine: AsyncEngine, tenant_id: str, body: AssistantSearch, graphs: GraphRegistry
+) -> list[Any]:
+    async with reader(engine).connect() as conn:
         stmt = q.filtered(
             select(assistants),
             conn.dialect.name,
@@ -284,18 +342,17 @@ async def search_assistants(
                 tie_breaker=assistants.c.assistant_id,
             )
         )
-        rows = (await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all()
-    items = [q.row_to_assistant(row).model_dump(mode="json") for row in rows[: body.limit]]
-    if fields:
-        items = [{k: item[k] for k in fields} for item in items]
-    return Page(items=items, has_more=len(rows) > body.limit)
+        return list((await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all())
 
 
 async def count_assistants(
     engine: AsyncEngine, *, tenant_id: str, body: AssistantCount, graphs: GraphRegistry
 ) -> int:
     _graph_filter(graphs, body.graph_id)
-    async with engine.connect() as conn:
+    if engine.dialect.name == "postgresql":
+        rows = await _direct_search(engine, tenant_id, body, graphs, count=True)
+        return int(rows[0].n)
+    async with reader(engine).connect() as conn:
         stmt = q.filtered(
             select(func.count()).select_from(assistants),
             conn.dialect.name,
@@ -320,7 +377,7 @@ async def list_versions(
     assistant = await get_assistant(
         engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
     )
-    async with engine.connect() as conn:
+    async with reader(engine).connect() as conn:
         stmt = q.versions_query(
             conn.dialect.name,
             tenant_id=tenant_id,

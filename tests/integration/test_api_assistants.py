@@ -194,6 +194,32 @@ async def test_search_filters_sort_select_and_pagination(client: httpx.AsyncClie
     assert r.status_code == 200  # unknown sort_by falls back to created_at
 
 
+async def test_name_search_takes_like_characters_literally(client: httpx.AsyncClient) -> None:
+    for name in ["50% off", "500 units", "a_b", "axb", "path/to", "Case MIX"]:
+        await create(client, name=name)
+
+    async def names(**body: object) -> set[str]:
+        r = await client.post("/assistants/search", json={"limit": 100, **body})
+        assert r.status_code == 200, r.text
+        return {a["name"] for a in r.json()}
+
+    assert await names(name="50%") == {"50% off"}
+    assert await names(name="a_b") == {"a_b"}
+    assert await names(name="h/t") == {"path/to"}
+    assert await names(name="case mix") == {"Case MIX"}
+    assert await names(name="%") == {"50% off"}
+    # one shape, other values: nothing of the first search sticks
+    assert await names(name="500") == {"500 units"}
+    # the system assistants (one per example graph) are searched too: "_" finds
+    # memory_agent-like names, never "axb"
+    underscored = await names(name="_")
+    assert "a_b" in underscored and "axb" not in underscored
+    assert all("_" in name for name in underscored)
+    for text in ("x", "_", "%", "50%"):
+        r = await client.post("/assistants/count", json={"name": text})
+        assert r.status_code == 200 and r.json() == len(await names(name=text)), text
+
+
 async def test_count(client: httpx.AsyncClient) -> None:
     await create(client, metadata={"k": "v"})
     await create(client, graph_id="approval", metadata={"k": "v"})
