@@ -85,7 +85,8 @@ async def test_request_id_is_generated_when_missing_or_unsafe(
     client: httpx.AsyncClient, json_logs: pytest.CaptureFixture[str]
 ) -> None:
     generated = (await client.get("/ok")).headers["x-request-id"]
-    assert len(generated) == 32
+    assert len(generated) == 32 and int(generated, 16) >= 0
+    assert (await client.get("/ok")).headers["x-request-id"] != generated  # one per request
     unsafe = await client.get("/ok", headers={"X-Request-ID": "bad id\twith spaces"})
     assert unsafe.headers["x-request-id"] != "bad id\twith spaces"
 
