@@ -29,9 +29,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, params
-from fastapi._compat import Undefined
+from fastapi._compat import ModelField, Undefined
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
+from fastapi.dependencies.utils import (
+    _get_param_model,
+    request_body_to_args,
+    request_params_to_args,
+)
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.routing import _effective_route_context_var as effective_route_context
@@ -127,7 +131,8 @@ def lean_handler(
         if resolver is None or sub.name is None or sub.dependencies:
             return None
         injected.append((sub.name, resolver))
-    path_params, query_params = dependant.path_params, dependant.query_params
+    plain_path, path_params = _split_plain_str(dependant.path_params)
+    plain_query, query_params = _split_plain_str(dependant.query_params)
     body_params = dependant.body_params
     request_param = dependant.request_param_name
 
@@ -137,6 +142,14 @@ def lean_handler(
         values: dict[str, Any] = {}
         errors: list[Any] = []
         body: Any = None
+        if plain_path:
+            segments = request.path_params
+            for name, alias, default in plain_path:
+                values[name] = segments.get(alias, default)
+        if plain_query:
+            query = request.query_params
+            for name, alias, default in plain_query:
+                values[name] = query.get(alias, default)
         if path_params:
             found, failed = request_params_to_args(path_params, request.path_params)
             values.update(found)
@@ -160,6 +173,37 @@ def lean_handler(
         return response
 
     return handler
+
+
+def _split_plain_str(
+    fields: Sequence[ModelField],
+) -> tuple[list[tuple[str, str, Any]], list[ModelField]]:
+    """(name, alias, default) of the parameters that are plain strings (a path segment, or an
+    optional query value defaulting to None or a string: nothing to validate, so FastAPI's
+    per-field machinery can be skipped), and the other fields, left to FastAPI."""
+    plain: list[tuple[str, str, Any]] = []
+    rest: list[ModelField] = []
+    for field in fields:
+        info = field.field_info
+        simple = (
+            not info.metadata
+            and info.validation_alias is None
+            and isinstance(field.alias, str)
+            and _get_param_model(field) is None
+        )
+        if simple and isinstance(info, params.Path) and info.annotation is str:
+            plain.append((field.name, field.alias, None))
+        elif (
+            simple
+            and isinstance(info, params.Query)
+            and info.annotation in (str, str | None)
+            and not info.is_required()
+            and (info.default is None or isinstance(info.default, str))
+        ):
+            plain.append((field.name, field.alias, info.default))
+        else:
+            rest.append(field)
+    return plain, rest
 
 
 async def _read_body(request: Request, strict_content_type: bool) -> Any:

@@ -33,10 +33,10 @@ class BodySizeLimitMiddleware:
                     return
             elif name == b"transfer-encoding":
                 chunked = True
-        if not chunked and declared is not None:
-            # The server frames the body by Content-Length (a longer one is the next request),
-            # so a declared length within the limit needs no counting: the common case skips
-            # both wrappers.
+        if not chunked:
+            # HTTP/1.1 frames a request body by Content-Length (a longer one is the next
+            # request) and a request with neither header has none, so only a chunked body
+            # needs counting: the common case skips both wrappers.
             await self.app(scope, receive, send)
             return
         received = 0
