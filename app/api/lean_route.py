@@ -133,6 +133,20 @@ def lean_handler(
         injected.append((sub.name, resolver))
     plain_path, path_params = _split_plain_str(dependant.path_params)
     plain_query, query_params = _split_plain_str(dependant.query_params)
+    # the other optional query parameters: absent ones take their default as FastAPI does
+    # (without validating it); FastAPI validates only those the request carries
+    optional_query = [
+        (field, field.alias, field.name, field.field_info.default)
+        for field in query_params
+        if not field.field_info.is_required()
+        and not field.field_info.validate_default
+        and field.field_info.validation_alias is None
+        and isinstance(field.alias, str)
+        and _get_param_model(field) is None
+        and isinstance(field.field_info.default, bool | int | float | str | type(None))
+    ]
+    if len(optional_query) != len(query_params):
+        optional_query = []  # mixed with required or model parameters: FastAPI does them all
     body_params = dependant.body_params
     request_param = dependant.request_param_name
 
@@ -154,7 +168,19 @@ def lean_handler(
             found, failed = request_params_to_args(path_params, request.path_params)
             values.update(found)
             errors += failed
-        if query_params:
+        if optional_query:
+            query = request.query_params
+            present = []
+            for field, alias, name, default in optional_query:
+                if alias in query:
+                    present.append(field)
+                else:
+                    values[name] = default  # immutable, so no copy
+            if present:
+                found, failed = request_params_to_args(present, query)
+                values.update(found)
+                errors += failed
+        elif query_params:
             found, failed = request_params_to_args(query_params, request.query_params)
             values.update(found)
             errors += failed

@@ -96,6 +96,17 @@ async def test_bodies_answer_as_fastapi_does(
         "/threads/{thread}/history?limit=2&before=",
         "/threads/{thread}/runs?limit=abc",
         "/threads/{thread}/runs?status=nope",
+        "/threads/{thread}/runs?limit=2&offset=x",
+        "/threads/{thread}/runs?limit=&offset=0",
+        "/threads/{thread}/state?subgraphs=",
+        "/threads/{thread}/state?subgraphs=1&subgraphs=no",
+        "/threads/{thread}?include=ttl",
+        "/threads/{thread}?include=",
+        "/store/items?namespace=a.b&key=k&refresh_ttl=maybe",
+        "/store/items?namespace=a.b&key=k&refresh_ttl=false",
+        "/store/items?namespace=a.b&key=k",
+        "/store/items?namespace=&key=k",
+        "/store/items?key=k",
     ],
 )
 async def test_path_and_query_parameters_answer_as_fastapi_does(app: FastAPI, path: str) -> None:
