@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.conftest import create_pg_database, drop_pg_database
 from tests.e2e.runs_server import free_port, wait_for_ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,3 +68,17 @@ def serve(db_url: str, log: Path, *args: str, workers: int = 1) -> Iterator[str]
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+
+@contextmanager
+def serve_on_new_pg_database(prefix: str, log: Path, *args: str) -> Iterator[str]:
+    """`graphkeep serve` on a new PostgreSQL database migrated by `graphkeep migrate` (the
+    server refuses a schema that is behind); the database is dropped afterwards."""
+    db_url = create_pg_database(prefix)
+    try:
+        done = graphkeep("migrate", env=clean_env(GRAPHKEEP_DATABASE_URL=db_url))
+        assert done.returncode == 0, done.stderr
+        with serve(db_url, log, *args) as url:
+            yield url
+    finally:
+        drop_pg_database(db_url)

@@ -13,8 +13,7 @@ import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 
-from tests.conftest import create_pg_database, drop_pg_database
-from tests.e2e.api_server import clean_env, graphkeep, serve
+from tests.e2e.api_server import serve, serve_on_new_pg_database
 
 pytestmark = pytest.mark.e2e
 
@@ -29,14 +28,8 @@ def server_url(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[str
         with serve(f"sqlite+aiosqlite:///{tmp / 'gk.db'}", tmp / "serve.log") as url:
             yield url
         return
-    db_url = create_pg_database("gk_e2e_api")
-    try:
-        done = graphkeep("migrate", env=clean_env(GRAPHKEEP_DATABASE_URL=db_url))
-        assert done.returncode == 0, done.stderr
-        with serve(db_url, tmp / "serve.log") as url:
-            yield url
-    finally:
-        drop_pg_database(db_url)
+    with serve_on_new_pg_database("gk_e2e_api", tmp / "serve.log") as url:
+        yield url
 
 
 async def test_assistants(server_url: str) -> None:

@@ -10,8 +10,7 @@ import pytest
 from langgraph_sdk import get_client, get_sync_client
 from langgraph_sdk.errors import UnprocessableEntityError
 
-from tests.conftest import create_pg_database, drop_pg_database
-from tests.e2e.api_server import clean_env, graphkeep, serve
+from tests.e2e.api_server import serve_on_new_pg_database
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -19,14 +18,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp: Path = tmp_path_factory.mktemp("sdk_select")
-    db_url = create_pg_database("gk_e2e_select")
-    try:
-        done = graphkeep("migrate", env=clean_env(GRAPHKEEP_DATABASE_URL=db_url))
-        assert done.returncode == 0, done.stderr
-        with serve(db_url, tmp / "serve.log") as url:
-            yield url
-    finally:
-        drop_pg_database(db_url)
+    with serve_on_new_pg_database("gk_e2e_select", tmp / "serve.log") as url:
+        yield url
 
 
 async def test_select_and_extract_through_the_sdk(server_url: str) -> None:
