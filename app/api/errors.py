@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -126,6 +126,14 @@ def install_error_handlers(app: FastAPI) -> None:
         log.exception("unhandled error", extra={"path": request.url.path})
         return JSONResponse({"detail": "internal server error"}, status_code=500)
 
+    async def statement_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StatementError)
+        if isinstance(exc.orig, AppError):
+            # raised while SQLAlchemy bound a value (JSON that cannot be stored): the
+            # caller's error, answered as such
+            return await app_error(request, exc.orig)
+        return await database_error(request, exc)
+
     async def database_error(request: Request, exc: Exception) -> JSONResponse:
         if is_database_unavailable(exc):
             return await unexpected(request, exc)
@@ -140,3 +148,4 @@ def install_error_handlers(app: FastAPI) -> None:
     # database error classes themselves answers outages in ExceptionMiddleware instead.
     for db_error in DATABASE_ERRORS:
         app.add_exception_handler(db_error, database_error)
+    app.add_exception_handler(StatementError, statement_error)  # DBAPIError's own comes first

@@ -12,6 +12,8 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from app.db.types import storable_json
+
 
 def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
@@ -98,7 +100,7 @@ def create_engine(
                 max_overflow=max_overflow,
                 pool_timeout=timeout_seconds,
             )
-    engine = create_async_engine(url, **kwargs)
+    engine = create_async_engine(url, json_serializer=storable_json, **kwargs)
     if not is_sqlite(url) and not null_pool:
         _ping_idle_connections(engine, PING_IDLE_SECONDS)
     if is_sqlite(url):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -10,8 +12,30 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from app.errors import InvalidInput
+
 # JSONB on PostgreSQL (containment `@>` and GIN indexes), JSON text on SQLite.
 JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+
+# an escaped NUL in JSON text (not an escaped backslash followed by "u0000")
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def storable_json(value: Any) -> str:
+    """The engines' JSON serializer: strict JSON both databases store and query alike.
+
+    NaN and Infinity are not JSON (PostgreSQL refuses them, SQLite's JSON functions fail on
+    them later) and PostgreSQL's jsonb cannot hold a NUL character: such a value is the
+    caller's bad input (400), refused before any statement runs, not a server error.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError:
+        raise InvalidInput("JSON numbers must be finite (no NaN or Infinity)") from None
+    if _NUL.search(text):
+        raise InvalidInput("JSON strings must not contain NUL characters (\\u0000)")
+    return text
 
 
 class UTCDateTime(TypeDecorator[datetime]):

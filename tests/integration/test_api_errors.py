@@ -93,3 +93,41 @@ async def test_unknown_fields_are_ignored(client: httpx.AsyncClient) -> None:
     assert r.status_code == 200
     r = await client.post("/threads/search", json={"extract": {"a": "values.x"}, "limit": 1})
     assert r.status_code == 200
+
+
+JSON = {"content-type": "application/json"}
+NOT_STORABLE = [
+    pytest.param(b'{"metadata": {"a": NaN}}', "finite", id="NaN"),
+    pytest.param(b'{"metadata": {"a": [1, -Infinity]}}', "finite", id="Infinity"),
+    pytest.param(b'{"metadata": {"a": "x\\u0000y"}}', "NUL", id="NUL"),
+]
+
+
+@pytest.mark.parametrize(("body", "says"), NOT_STORABLE)
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/threads"),
+        ("PATCH", "/threads/{thread}"),
+        ("POST", "/threads/search"),
+        ("POST", "/threads/count"),
+        ("POST", "/assistants"),
+        ("POST", "/assistants/search"),
+    ],
+)
+async def test_json_no_database_stores_is_400_not_500(
+    client: httpx.AsyncClient, method: str, path: str, body: bytes, says: str
+) -> None:
+    """NaN / Infinity are not JSON and jsonb holds no NUL: refused as the caller's error on
+    both dialects (they were 500s, or 503s from SQLite's JSON functions), nothing written."""
+    thread = (await client.post("/threads", json={"metadata": {"keep": 1}})).json()["thread_id"]
+    if path == "/assistants":
+        body = body.replace(b"{", b'{"graph_id": "agent", ', 1)
+    r = await client.request(method, path.format(thread=thread), content=body, headers=JSON)
+    assert r.status_code in (200, 400), r.text
+    if r.status_code == 400:
+        assert says in r.json()["detail"]
+    else:  # a filter that matches nothing is a fine answer too
+        assert r.json() in ([], 0), r.text
+    assert (await client.post("/threads/count", json={})).json() == 1
+    assert (await client.get(f"/threads/{thread}")).json()["metadata"] == {"keep": 1}
