@@ -45,11 +45,10 @@ from starlette.responses import Response
 from app.api.deps import get_app_state, get_principal
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
-# a dependency a lean handler resolves itself: (name of the endpoint's argument, resolver)
-_INJECTED: dict[Callable[..., Any], Callable[[Request], Awaitable[Any]]] = {
-    get_app_state: get_app_state,
-    get_principal: get_principal,
-}
+# the dependencies a lean handler calls itself (each takes the request)
+_RESOLVED_HERE: frozenset[Callable[[Request], Awaitable[Any]]] = frozenset(
+    {get_app_state, get_principal}
+)
 
 
 def operation_id(route: APIRoute) -> str:
@@ -127,10 +126,9 @@ def lean_handler(
         return None
     injected: list[tuple[str, Callable[[Request], Awaitable[Any]]]] = []
     for sub in dependant.dependencies:
-        resolver = _INJECTED.get(sub.call) if sub.call is not None else None
-        if resolver is None or sub.name is None or sub.dependencies:
+        if sub.call not in _RESOLVED_HERE or sub.name is None or sub.dependencies:
             return None
-        injected.append((sub.name, resolver))
+        injected.append((sub.name, sub.call))
     plain_path, path_params = _split_plain_str(dependant.path_params)
     plain_query, query_params = _split_plain_str(dependant.query_params)
     # the other optional query parameters: absent ones take their default as FastAPI does

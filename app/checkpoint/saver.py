@@ -39,7 +39,7 @@ from app.checkpoint.codec import check_text
 from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
-from app.db.dialect import autocommit_read_options, single_statement_autocommit
+from app.db.dialect import reader, single_statement_autocommit
 from app.db.direct import DirectExecutor, DirectStatement
 from app.db.engine import create_engine
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
@@ -69,7 +69,7 @@ class SQLSaver(SyncBridge):
         self._one_statement = single_statement_autocommit(engine.dialect)
         # Reads (and PostgreSQL's single-statement writes) skip BEGIN/COMMIT round trips and,
         # on SQLite, the write lock.
-        self._autocommit = engine.execution_options(**autocommit_read_options(engine.dialect))
+        self._autocommit = reader(engine)
         # put, put_writes and get skip SQLAlchemy's per-execute work (direct.py); on
         # PostgreSQL a put's new blobs ride in the checkpoint statement
         self._direct = DirectExecutor(self._autocommit, park_seconds=_PARK_SECONDS)

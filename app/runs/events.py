@@ -41,7 +41,7 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.dialect import autocommit_read_options, notify_channel_sql
+from app.db.dialect import notify_channel_sql, reader
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
 from app.runs.queue import one_statement
@@ -92,7 +92,7 @@ class EventHub:
         self.engine = engine
         # Readers' single statements: no transaction (on SQLite, no BEGIN IMMEDIATE write
         # lock per look; a stream cut in mid-query leaves no lock behind)
-        self.reads = engine.execution_options(**autocommit_read_options(engine.dialect))
+        self.reads = reader(engine)
         self.retention = timedelta(seconds=retention_seconds)
         self.keepalive = keepalive_seconds
         self.origin = uuid.uuid4().hex[:12]  # tells our own NOTIFYs from other processes

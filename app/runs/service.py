@@ -25,7 +25,7 @@ from app import metrics
 from app.assistants import queries as assistant_queries
 from app.assistants.service import resolve_assistant_id
 from app.auth.principal import Principal
-from app.db.dialect import autocommit_read_options, reader
+from app.db.dialect import reader
 from app.db.direct import DirectExecutor, DirectStatement
 from app.db.tables import SYSTEM_TENANT, assistants, runs, threads
 from app.db.types import utcnow
@@ -175,7 +175,7 @@ _DIRECT: weakref.WeakKeyDictionary[AsyncEngine, _DirectCreate] = weakref.WeakKey
 def _direct_create(engine: AsyncEngine) -> _DirectCreate:
     found = _DIRECT.get(engine)
     if found is None:
-        run = DirectExecutor(engine.execution_options(**autocommit_read_options(engine.dialect)))
+        run = DirectExecutor(reader(engine))
         assistant = select(assistants).where(
             assistants.c.assistant_id == bindparam("assistant_id"),
             or_(  # the tenant's own and the shared system assistants (queries.visible_to)

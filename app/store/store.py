@@ -44,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
 from app.db import migrate
-from app.db.dialect import autocommit_read_options, single_statement_autocommit
+from app.db.dialect import reader, single_statement_autocommit
 from app.db.direct import Runner, Step
 from app.db.engine import create_engine
 from app.db.types import utcnow
@@ -94,7 +94,7 @@ class _Shared:
             if single_statement_autocommit(self.engine.dialect)
             else self.engine
         )
-        self.reads = self.engine.execution_options(**autocommit_read_options(self.engine.dialect))
+        self.reads = reader(self.engine)
         self.direct = DirectStore(self.engine)
 
 

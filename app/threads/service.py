@@ -395,7 +395,7 @@ def _extracted(thread: JSONObject, extract: dict[str, str] | None) -> JSONObject
 async def count_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadCount) -> int:
     if engine.dialect.name == "postgresql":
         rows = await _direct_search(engine, tenant_id, body, count=True)
-        return int(rows[0][0])
+        return int(rows[0].n)
     async with reader(engine).connect() as conn:
         stmt = q.filtered(
             select(func.count()).select_from(threads),
