@@ -7,7 +7,6 @@ and read-only for them: changing a shared assistant would change it for everybod
 from __future__ import annotations
 
 import uuid
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,7 @@ from app.assistants.schemas import (
     JSONObject,
 )
 from app.db.dialect import reader, upsert
-from app.db.direct import DirectExecutor
+from app.db.direct import service_executor
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants, runs
 from app.db.types import utcnow
@@ -260,13 +259,6 @@ def _graph_filter(graphs: GraphRegistry, graph_id: str | None) -> None:
         _require_graph(graphs, graph_id)
 
 
-# PostgreSQL: search and count statements per engine, graph-id set and filter shape (the
-# graph ids are fixed for a server's life, the shapes a few dozen at most)
-_SEARCHES: weakref.WeakKeyDictionary[AsyncEngine, tuple[DirectExecutor, dict[Any, Any]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 async def _direct_search(
     engine: AsyncEngine,
     tenant_id: str,
@@ -275,10 +267,9 @@ async def _direct_search(
     *,
     count: bool,
 ) -> list[Any]:
-    found = _SEARCHES.get(engine)
-    if found is None:
-        found = _SEARCHES[engine] = (DirectExecutor(reader(engine), park_seconds=0.1), {})
-    run, statements = found
+    """Search (one page plus one row) or count on PostgreSQL's direct path; compiled once
+    per filter shape and graph-id set (fixed for a server's life)."""
+    run = service_executor(engine)
     shape: dict[str, Any] = {
         "graph_ids": tuple(graphs.graph_ids()),
         "count": count,
@@ -296,10 +287,8 @@ async def _direct_search(
         sort_by = body.sort_by if body.sort_by in ASSISTANT_SORT_COLUMNS else None
         shape |= {"sort_by": sort_by, "sort_order": (body.sort_order or "desc").lower()}
         params |= {"limit": body.limit + 1, "offset": body.offset}
-    key = tuple(sorted(shape.items()))
-    statement = statements.get(key)
-    if statement is None:
-        statement = statements[key] = run.prepare(q.search_statement(**shape))
+    key = ("assistants.search", *sorted(shape.items()))
+    statement = run.prepared(key, lambda: q.search_statement(**shape))
     return list(await run.fetch(statement, params))
 
 

@@ -28,7 +28,7 @@ import sqlite3
 import time
 import weakref
 from collections import namedtuple
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -38,6 +38,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
+
+from app.db.dialect import reader
 
 _SUPPLIED = object()  # marks a bind whose value comes with each call
 PARK_MAX = 4  # connections an executor keeps checked out between units, at most
@@ -182,6 +184,7 @@ class DirectExecutor(Runner):
         if not self._sqlite and self._dialect.driver != "asyncpg":
             raise ValueError("DirectExecutor runs on asyncpg or aiosqlite")
         self._park_seconds = park_seconds
+        self._prepared: dict[Hashable, DirectStatement] = {}
         self._parked: list[tuple[PoolProxiedConnection, float]] = []  # (connection, idle since)
         self._park_loop: asyncio.AbstractEventLoop | None = None
         self._expiry: asyncio.TimerHandle | None = None
@@ -199,6 +202,14 @@ class DirectExecutor(Runner):
 
     def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
         return DirectStatement(statement, self._engine, raw)
+
+    def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement:
+        """The statement `build` makes, compiled once per `key` (a statement family and its
+        filter shape: a bounded set)."""
+        found = self._prepared.get(key)
+        if found is None:
+            found = self._prepared[key] = self.prepare(build())
+        return found
 
     async def _unit(self, work: Work, out: list[Any] | None) -> None:
         if self._engine.sync_engine.dispatch.before_cursor_execute:
@@ -321,6 +332,25 @@ class DirectExecutor(Runner):
         for pooled, _ in parked:
             pooled.invalidate()  # closes it: its pool is gone, a check-in would not
             pooled.close()
+
+
+# The services' executor keeps a connection that just finished (up to 0.1 s idle) for the
+# next statement: a pool checkout and checkin cost about as much CPU as a small lookup.
+SERVICE_PARK_SECONDS = 0.1
+_SERVICE_EXECUTORS: weakref.WeakKeyDictionary[AsyncEngine, DirectExecutor] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def service_executor(engine: AsyncEngine) -> DirectExecutor:
+    """One executor per engine for the services' single statements (threads, assistants):
+    autocommit, recently used connections parked, statements compiled once."""
+    found = _SERVICE_EXECUTORS.get(engine)
+    if found is None:
+        found = _SERVICE_EXECUTORS[engine] = DirectExecutor(
+            reader(engine), park_seconds=SERVICE_PARK_SECONDS
+        )
+    return found
 
 
 def _unpark_on_dispose(executor: DirectExecutor) -> Callable[[Any], None]:

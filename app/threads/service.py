@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import uuid
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select
@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
 from app.db.dialect import reader
-from app.db.direct import DirectExecutor, DirectStatement
+from app.db.direct import DirectExecutor, DirectStatement, service_executor
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import runs, threads
 from app.db.types import utcnow
@@ -69,20 +69,8 @@ class _Direct:
     insert: DirectStatement
     # a new thread's JSON columns that never vary, encoded once by their own bind processor
     fresh_json: JSONObject
-    # PostgreSQL: search and count statements by filter shape (a few dozen shapes at most)
-    searches: dict[tuple[Any, ...], DirectStatement] = field(default_factory=dict)
-
-    def search(self, **shape: Any) -> DirectStatement:
-        key = tuple(sorted(shape.items()))
-        found = self.searches.get(key)
-        if found is None:
-            found = self.searches[key] = self.run.prepare(q.search_statement(**shape))
-        return found
 
 
-# The direct executor keeps a connection that just finished (up to 0.1 s idle) for the next
-# statement: a pool checkout and checkin cost about as much CPU as the lookup itself.
-PARK_SECONDS = 0.1
 _NO_TTL: JSONObject = {"ttl_minutes": None, "ttl_strategy": None, "expires_at": None}
 _FRESH_JSON: JSONObject = {"config": {}, "values": None, "interrupts": {}, "error": None}
 _DIRECT: weakref.WeakKeyDictionary[AsyncEngine, _Direct] = weakref.WeakKeyDictionary()
@@ -91,7 +79,7 @@ _DIRECT: weakref.WeakKeyDictionary[AsyncEngine, _Direct] = weakref.WeakKeyDictio
 def _direct(engine: AsyncEngine) -> _Direct:
     found = _DIRECT.get(engine)
     if found is None:
-        run = DirectExecutor(reader(engine), park_seconds=PARK_SECONDS)
+        run = service_executor(engine)
         dialect = engine.dialect
         fresh_json: JSONObject = {}
         for name, value in _FRESH_JSON.items():
@@ -108,10 +96,13 @@ def _direct(engine: AsyncEngine) -> _Direct:
     return found
 
 
-async def find_thread(engine: AsyncEngine, *, tenant_id: str, thread_id: str) -> Thread | None:
-    async with reader(engine).connect() as conn:
-        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
-    return q.row_to_thread(row) if row is not None else None
+async def find_thread(
+    engine: AsyncEngine, *, tenant_id: str, thread_id: str, include_ttl: bool = False
+) -> Thread | None:
+    """The thread (one pre-compiled lookup), or None (also for another tenant's thread)."""
+    direct = _direct(engine)
+    rows = await direct.run.fetch(direct.row, {"tenant_id": tenant_id, "thread_id": thread_id})
+    return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
 
 
 async def get_thread(
@@ -119,12 +110,12 @@ async def get_thread(
 ) -> Thread:
     """The thread, or 404 (also for another tenant's thread)."""
     thread_id = parse_thread_id(thread_id)
-    direct = _direct(engine)
-    rows = await direct.run.fetch(direct.row, {"tenant_id": tenant_id, "thread_id": thread_id})
-    row = rows[0] if rows else None
-    if row is None:
+    thread = await find_thread(
+        engine, tenant_id=tenant_id, thread_id=thread_id, include_ttl=include_ttl
+    )
+    if thread is None:
         raise NotFound(f"Thread '{thread_id}' not found")
-    return q.row_to_thread(row, include_ttl=include_ttl)
+    return thread
 
 
 async def get_thread_metadata(
@@ -363,7 +354,9 @@ async def _direct_search(
         if shape["sort_by"] not in THREAD_SORT_COLUMNS:
             shape["sort_by"] = None  # created_at, as order_by decides
         params |= {"limit": body.limit + 1, "offset": body.offset}
-    return list(await direct.run.fetch(direct.search(**shape), params))
+    key = ("threads.search", *sorted(shape.items()))
+    statement = direct.run.prepared(key, lambda: q.search_statement(**shape))
+    return list(await direct.run.fetch(statement, params))
 
 
 async def _search_rows(
