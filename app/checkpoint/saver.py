@@ -40,7 +40,7 @@ from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import DirectExecutor, DirectStatement
+from app.db.direct import PARK_SECONDS, DirectExecutor, DirectStatement
 from app.db.engine import create_engine
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow
@@ -48,9 +48,6 @@ from app.db.types import utcnow
 _LIST_PAGE = 100  # checkpoints decoded per values-and-writes round trip in `alist`
 _OFFLOAD_BYTES = 256 * 1024  # decode bigger results in a worker thread, off the event loop
 _CHECKPOINT_ID_MAX = 64
-# A connection that just finished a direct unit stays checked out this long for the next one
-# (app/db/direct.py): a pool checkout and checkin cost about as much CPU as a small read.
-_PARK_SECONDS = 0.1
 
 
 class SQLSaver(SyncBridge):
@@ -72,7 +69,7 @@ class SQLSaver(SyncBridge):
         self._autocommit = reader(engine)
         # put, put_writes and get skip SQLAlchemy's per-execute work (direct.py); on
         # PostgreSQL a put's new blobs ride in the checkpoint statement
-        self._direct = DirectExecutor(self._autocommit, park_seconds=_PARK_SECONDS)
+        self._direct = DirectExecutor(self._autocommit, park_seconds=PARK_SECONDS)
         dialect = engine.dialect
         prepare = self._direct.prepare
         self._put = prepare(queries.upsert_checkpoint(dialect, with_blobs=self._one_statement))

@@ -43,6 +43,10 @@ from app.db.dialect import reader
 
 _SUPPLIED = object()  # marks a bind whose value comes with each call
 PARK_MAX = 4  # connections an executor keeps checked out between units, at most
+# How long a connection that just finished a unit stays checked out for the next one (the
+# executors of the saver, the Store and the services): a pool checkout and checkin cost
+# about as much CPU as a small read.
+PARK_SECONDS = 0.1
 
 # (statement, rows of parameters): one step of a write; each row runs the statement once
 Step = tuple["DirectStatement", Sequence[Mapping[str, Any]]]
@@ -334,9 +338,6 @@ class DirectExecutor(Runner):
             pooled.close()
 
 
-# The services' executor keeps a connection that just finished (up to 0.1 s idle) for the
-# next statement: a pool checkout and checkin cost about as much CPU as a small lookup.
-SERVICE_PARK_SECONDS = 0.1
 _SERVICE_EXECUTORS: weakref.WeakKeyDictionary[AsyncEngine, DirectExecutor] = (
     weakref.WeakKeyDictionary()
 )
@@ -348,7 +349,7 @@ def service_executor(engine: AsyncEngine) -> DirectExecutor:
     found = _SERVICE_EXECUTORS.get(engine)
     if found is None:
         found = _SERVICE_EXECUTORS[engine] = DirectExecutor(
-            reader(engine), park_seconds=SERVICE_PARK_SECONDS
+            reader(engine), park_seconds=PARK_SECONDS
         )
     return found
 

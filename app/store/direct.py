@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import QueuePool
 
 from app.db.dialect import autocommit_read_options
-from app.db.direct import DirectExecutor, DirectStatement, Runner
+from app.db.direct import PARK_SECONDS, DirectExecutor, DirectStatement, Runner
 from app.db.engine import create_engine
 from app.store import queries
 from app.store.filters import Leaf
@@ -28,9 +28,6 @@ from app.store.filters import Leaf
 # keys per get statement: 1, 2, 4, ... 64 slots (unused slots repeat the first pair), so a
 # batch of up to 64 distinct keys is one query and only seven statements are ever compiled
 MAX_GET_SLOTS = 64
-# a connection stays checked out this long after a unit (a store op is mostly pool
-# checkout and checkin otherwise); see DirectExecutor
-PARK_SECONDS = 0.1
 # filter shapes whose compiled search statement is kept (least recently used dropped)
 SEARCH_CACHE_SIZE = 256
 
