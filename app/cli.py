@@ -1,4 +1,4 @@
-"""graphkeep command line: serve | worker | migrate | openapi.
+"""graphkeep command line: serve | worker | migrate | openapi | apikey | store | encryption.
 
 The only place where Settings() reads the environment.
 """
@@ -286,6 +286,40 @@ def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(run())
 
 
+def _cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
+    """`graphkeep encryption status | rotate` (app/ops/encryption.py)."""
+    from app.db import sealed
+    from app.ops import encryption
+    from app.state import build_keyring, ensure_schema
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            await ensure_schema(engine, settings.database_url)
+            keyring = build_keyring(settings)
+            sealed.install(keyring)
+            if args.encryption_command == "status":
+                found = await encryption.status(engine, encrypt_store=settings.encrypt_store)
+                print(json.dumps(found.to_json(keyring.current), indent=2, sort_keys=True))
+                return 0
+            report = await encryption.rotate(
+                engine,
+                keyring,
+                batch_size=args.batch_size,
+                encrypt_store=settings.encrypt_store,
+                progress=lambda name, n: print(f"{name}: {n} rows re-sealed", file=sys.stderr),
+            )
+            print(json.dumps(report.to_json(), sort_keys=True))
+            return 0
+        except AppError as exc:
+            print(f"graphkeep: {exc.detail}", file=sys.stderr)
+            return 2
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graphkeep", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -330,6 +364,15 @@ def build_parser() -> argparse.ArgumentParser:
     reindex.add_argument("--config", default=None, help="langgraph.json with store.index")
     reindex.add_argument("--batch-size", type=int, default=256, help="items per embed call")
     store.set_defaults(func=_cmd_store)
+
+    enc = sub.add_parser("encryption", help="encryption at rest: key usage and rotation")
+    enc_sub = enc.add_subparsers(dest="encryption_command", required=True)
+    enc_sub.add_parser("status", help="rows each key id (or none: plaintext) still seals")
+    rot = enc_sub.add_parser(
+        "rotate", help="re-seal, online and in batches, every row not under the current key"
+    )
+    rot.add_argument("--batch-size", type=int, default=500, help="rows per transaction")
+    enc.set_defaults(func=_cmd_encryption)
     return parser
 
 

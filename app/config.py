@@ -31,7 +31,23 @@ class Settings(BaseSettings):
         10.0, gt=0, description="Connect and pool-checkout timeout; past it the API answers 503."
     )
     encryption_key: SecretStr | None = Field(
-        None, description="AES key (16, 24 or 32 bytes) to encrypt checkpoints at rest."
+        None,
+        description="AES key (16, 24 or 32 bytes, raw or base64) that seals every stored copy "
+        "of state (README: Encryption at rest).",
+    )
+    encryption_old_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated older keys, read only (rotation: `graphkeep encryption "
+        "rotate` re-seals their rows with the current key).",
+    )
+    encrypt_store: bool = Field(
+        True,
+        description="With a key, seal Store values too (their filters then run in Python).",
+    )
+    redact_keys: list[str] = Field(
+        default_factory=list,
+        description="JSON keys (`password`) or dotted paths (`user.ssn`) masked in what leaves "
+        "the server: stream events, runs/wait with redaction, webhooks, logs, errors.",
     )
 
     # --- serving
@@ -94,6 +110,17 @@ class Settings(BaseSettings):
         description="Semantic search on pgvector (HNSW) where the database has the extension "
         "(`auto`), or always scored in process (`off`).",
     )
+    webhook_secret: SecretStr | None = Field(
+        None,
+        description="Signs each webhook (X-Graphkeep-Signature: sha256=HMAC of the body).",
+    )
+    webhook_max_attempts: int = Field(
+        4, ge=1, le=20, description="Tries per webhook (5xx and connection errors retry)."
+    )
+    webhook_backoff_seconds: float = Field(
+        0.5, gt=0, le=60, description="First retry delay; doubles each time (capped at 30 s)."
+    )
+    webhook_timeout_seconds: float = Field(10.0, gt=0, description="Per webhook request.")
     worker_metrics_port: int | None = Field(
         None,
         ge=0,

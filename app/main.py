@@ -25,7 +25,7 @@ from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
 from app.runs.engine import open_run_engine
-from app.state import AppState, StartupStep, ensure_schema, open_state
+from app.state import AppState, StartupStep, ensure_keys, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
 from app.store.store import PgvectorMode
 from app.store.validation import DEFAULT_MAX_VALUE_BYTES
@@ -33,9 +33,7 @@ from app.store.validation import DEFAULT_MAX_VALUE_BYTES
 
 async def _attach_saver(state: AppState) -> None:
     # No saver.setup(): the schema is Alembic's (ensure_schema has checked or migrated it).
-    key = state.settings.encryption_key
-    serde = make_serde(key.get_secret_value() if key is not None else None)
-    state.saver = SQLSaver(state.engine, serde=serde)
+    state.saver = SQLSaver(state.engine, serde=make_serde(state.keyring))
 
 
 async def _attach_graphs(state: AppState) -> None:
@@ -126,6 +124,7 @@ async def check_startup(settings: Settings) -> None:
     engine = create_engine(settings.database_url, null_pool=True)
     try:
         await ensure_schema(engine, settings.database_url)
+        await ensure_keys(engine, settings)
     finally:
         await engine.dispose()
     registry = await load_registry(settings.config_file)

@@ -16,8 +16,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
-from app.db import migrate
+from app.db import migrate, sealed
 from app.db.engine import create_engine, is_sqlite
+from app.db.sealed import KeyMismatch
 from app.errors import SchemaBehind
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ class AppState:
     graphs: Any = None
     runs: Any = None  # run service / event hub
     workers: Any = None
+    keyring: sealed.Keyring = field(default_factory=sealed.Keyring)
     extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -53,6 +55,30 @@ class AppState:
             await asyncio.gather(*self.background, return_exceptions=True)
         await self.exit_stack.aclose()
         await self.engine.dispose()
+
+
+def build_keyring(settings: Settings) -> sealed.Keyring:
+    """The configured encryption keys (current first, then GRAPHKEEP_ENCRYPTION_OLD_KEYS)."""
+    current = settings.encryption_key
+    old = settings.encryption_old_keys
+    try:
+        return sealed.Keyring.from_keys(
+            current.get_secret_value() if current is not None else None,
+            old.get_secret_value().split(",") if old is not None else (),
+        )
+    except ValueError as exc:
+        raise KeyMismatch(str(exc)) from None
+
+
+async def ensure_keys(engine: AsyncEngine, settings: Settings) -> sealed.Keyring:
+    """Install the process's keyring and check it against the stored key ids (one line
+    and no start when it cannot read what is stored)."""
+    from app.ops.encryption import check_keys
+
+    keyring = build_keyring(settings)
+    sealed.install(keyring)
+    await check_keys(engine, keyring)
+    return keyring
 
 
 async def ensure_schema(engine: AsyncEngine, url: str) -> None:
@@ -83,6 +109,7 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
     state = AppState(settings=settings, engine=engine)
     try:
         await ensure_schema(engine, settings.database_url)
+        state.keyring = await ensure_keys(engine, settings)
         for step in steps:
             await step(state)
     except BaseException:

@@ -14,6 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app import metrics
+from app.db.sealed import DecryptionFailed
 from app.errors import (
     AppError,
     Conflict,
@@ -37,6 +38,9 @@ STATUS_BY_ERROR: dict[type[AppError], int] = {
     Forbidden: 403,
     PayloadTooLarge: 413,
     Unavailable: 503,
+    # a wrong or missing GRAPHKEEP_ENCRYPTION_KEY: {"detail": ..., "code":
+    # "encryption_key_error"}; never a plaintext substitute, not worth a retry
+    DecryptionFailed: 500,
     AppError: 500,
 }
 RETRY_AFTER_SECONDS = "5"
@@ -103,7 +107,13 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, AppError)
         status = status_for(exc)
         headers = {"Retry-After": RETRY_AFTER_SECONDS} if status == 503 else None
-        return JSONResponse({"detail": exc.detail}, status_code=status, headers=headers)
+        body: dict[str, str] = {"detail": exc.detail}
+        code = getattr(exc, "code", None)
+        if isinstance(code, str):
+            body["code"] = code
+        if isinstance(exc, DecryptionFailed):
+            log.error("stored state cannot be decrypted", extra={"path": request.url.path})
+        return JSONResponse(body, status_code=status, headers=headers)
 
     async def request_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

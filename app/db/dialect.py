@@ -109,6 +109,13 @@ def autocommit_read_options(dialect: Dialect | str) -> dict[str, Any]:
 _READERS: weakref.WeakKeyDictionary[AsyncEngine, AsyncEngine] = weakref.WeakKeyDictionary()
 
 
+def bytes_hex(dialect: str, expr: ColumnElement[Any]) -> ColumnElement[str]:
+    """Lowercase hex text of a binary expression (PostgreSQL: encode; SQLite: hex)."""
+    if dialect == "postgresql":
+        return func.encode(expr, "hex")
+    return func.lower(func.hex(expr))
+
+
 def reader(engine: AsyncEngine) -> AsyncEngine:
     """`engine` for single-statement reads and writes: on PostgreSQL autocommit (no BEGIN /
     ROLLBACK round trips around one SELECT), on SQLite no BEGIN IMMEDIATE write lock.

@@ -23,6 +23,7 @@ from sqlalchemy import (
     text,
 )
 
+from app.db.sealed import SealedJSON, SealedText
 from app.db.types import JSONType, UTCDateTime
 
 metadata = MetaData(
@@ -92,8 +93,9 @@ threads = Table(
     Column("status", String(16), nullable=False),  # idle | busy | interrupted | error
     Column("metadata", JSONType, nullable=False),
     Column("config", JSONType, nullable=False),
-    Column("values", JSONType, nullable=True),  # cache of the latest checkpoint's values
-    Column("interrupts", JSONType, nullable=False),
+    # cache of the latest checkpoint's values; sealed with a key (app/db/sealed.py)
+    Column("values", SealedJSON, nullable=True),
+    Column("interrupts", SealedJSON, nullable=False),
     Column("error", JSONType, nullable=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
@@ -124,7 +126,7 @@ runs = Table(
     # pending | running | success | error | timeout | interrupted
     Column("status", String(16), nullable=False),
     Column("metadata", JSONType, nullable=False),
-    Column("kwargs", JSONType, nullable=False),
+    Column("kwargs", SealedJSON, nullable=False),  # input, command, config...: sealed
     Column("multitask_strategy", String(16), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
@@ -154,7 +156,8 @@ run_events = Table(
     Column("thread_id", ID, nullable=False),
     Column("tenant_id", TENANT, nullable=False),
     Column("event", String(255), nullable=False),
-    Column("data", Text, nullable=False),  # compact JSON, written once and sent as is
+    # compact JSON, written once and sent as is (sealed text with a key)
+    Column("data", SealedText, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=True),
     Index("ix_run_events_thread", "thread_id"),
@@ -223,7 +226,7 @@ store_items = Table(
     # indexed range scan
     Column("prefix", PREFIX, primary_key=True),
     Column("key", Text, primary_key=True),
-    Column("value", JSONType, nullable=False),
+    Column("value", SealedJSON, nullable=False),  # sealed with a key (see the README)
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Column("expires_at", UTCDateTime, nullable=True),
@@ -272,4 +275,36 @@ api_keys = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("revoked_at", UTCDateTime, nullable=True),
     Index("ix_api_keys_tenant", "tenant_id"),
+)
+
+# --------------------------------------------------------------------------- encryption
+
+# Every key id that has sealed state here (not tenant data: one row per key). Start-up
+# refuses a configuration that lacks a key still in use; `graphkeep encryption rotate`
+# retires the others once no row needs them.
+encryption_keys = Table(
+    "encryption_keys",
+    metadata,
+    Column("key_id", String(32), primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("retired_at", UTCDateTime, nullable=True),
+)
+
+# --------------------------------------------------------------------------- webhooks
+
+# One row per webhook a finished run sent (or tried to): its outcome after the retries.
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("thread_id", ID, nullable=True),
+    Column("url", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # delivered | failed
+    Column("attempts", Integer, nullable=False),
+    Column("response_status", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime, nullable=True),
+    Index("ix_webhook_deliveries_tenant", "tenant_id", "created_at"),
 )

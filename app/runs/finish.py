@@ -27,7 +27,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import BindParameter
 
-from app.db.tables import runs, threads
+from app.db.tables import run_events, runs, threads
 from app.runs.queue import one_statement
 
 _JSON = threads.c["values"].type
@@ -91,7 +91,7 @@ def _statement(sql: str, *, settle: bool) -> Any:
     binds: list[BindParameter[Any]] = [
         bindparam("seqs", type_=postgresql.ARRAY(BigInteger)),
         bindparam("events", type_=postgresql.ARRAY(Text)),
-        bindparam("datas", type_=postgresql.ARRAY(Text)),
+        bindparam("datas", type_=postgresql.ARRAY(run_events.c.data.type)),  # sealed
         bindparam("created", type_=postgresql.ARRAY(DateTime(timezone=True))),
         bindparam("expires_at", type_=DateTime(timezone=True)),
     ]

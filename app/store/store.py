@@ -15,8 +15,9 @@ highest score first (then newest). `list_namespaces` sorts namespaces as tuples.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -43,7 +44,7 @@ from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
-from app.db import migrate
+from app.db import migrate, sealed
 from app.db.dialect import reader, single_statement_autocommit
 from app.db.direct import Runner, Step
 from app.db.engine import create_engine
@@ -52,7 +53,9 @@ from app.errors import InvalidInput
 from app.store import pgvector, queries
 from app.store.config import StoreIndex, parse_index_config, parse_ttl_config
 from app.store.direct import DirectStore
+from app.store.filters import flatten_filter
 from app.store.maintenance import reindex_items, sweep
+from app.store.sealed_filters import matches
 from app.store.validation import (
     DEFAULT_MAX_VALUE_BYTES,
     SEPARATOR,
@@ -132,6 +135,28 @@ def _namespace_errors() -> Iterator[None]:
         yield
     except InvalidNamespaceError as exc:
         raise InvalidInput(str(exc)) from exc
+
+
+_ALL_ROWS = 2**31 - 1  # LIMIT (an INTEGER bind) of a search whose filter runs in Python
+_SEALED_WINDOW = 10  # pgvector candidates per wanted result when the filter runs in Python
+
+
+def _python_filtered(rows: Sequence[Any], filter: dict[str, Any] | None) -> list[Any]:
+    """The rows whose decrypted value matches `filter` (app/store/sealed_filters.py)."""
+    leaves, values = flatten_filter(filter)
+    return [row for row in rows if matches(row.value, leaves, values)]
+
+
+def _sealed(encoded: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """Values as the direct upsert binds them (JSON text, bound raw): with a key, the JSON
+    string of their sealed envelope, as the `SealedJSON` column type would store them."""
+    keyring = sealed.active()
+    if not keyring.enabled:
+        return encoded
+    return {
+        ident: text if text == "{}" else json.dumps(keyring.seal_text(text))
+        for ident, text in encoded.items()
+    }
 
 
 def _item(row: Row[Any]) -> Item:
@@ -405,10 +430,15 @@ class SQLStore(BaseStore):
     ) -> list[SearchItem]:
         """A search without a query: newest `updated_at` first, then key."""
         prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
-        leaves, params = queries.search_params(self.tenant_id, prefix, op.filter, now)
-        params["b_limit"] = op.limit
-        params["b_offset"] = op.offset
+        in_python = bool(op.filter) and sealed.active().enabled
+        # sealed values are opaque to SQL: filter the prefix's live items here instead
+        sql_filter = None if in_python else op.filter
+        leaves, params = queries.search_params(self.tenant_id, prefix, sql_filter, now)
+        params["b_limit"] = _ALL_ROWS if in_python else op.limit
+        params["b_offset"] = 0 if in_python else op.offset
         rows = await runner.fetch(self._shared.direct.search(bool(prefix), leaves), params)
+        if in_python:
+            rows = _python_filtered(rows, op.filter)[op.offset : op.offset + op.limit]
         if op.refresh_ttl:
             for row in rows:
                 if row.ttl_minutes is not None:
@@ -430,16 +460,25 @@ class SQLStore(BaseStore):
         index = self._shared.index
         assert index is not None  # _embed_queries raised otherwise
         vector = query_vectors[op.query]
+        in_python = bool(op.filter) and sealed.active().enabled
+        sql_filter = None if in_python else op.filter
         if await self._pgvector(conn):
+            # sealed values: filter the nearest candidates here (README: a filtered semantic
+            # search on an encrypted Store ranks within a widened window)
+            window = (op.offset + op.limit) * (_SEALED_WINDOW if in_python else 1)
             scored = await pgvector.search(
-                conn, self.tenant_id, prefix, op.filter, now, index, vector,
-                op.offset + op.limit,
-            )  # fmt: skip
+                conn, self.tenant_id, prefix, sql_filter, now, index, vector, window
+            )
+            if in_python:
+                kept = {id(r) for r in _python_filtered([r for _, r in scored], op.filter)}
+                scored = [(score, r) for score, r in scored if id(r) in kept]
         else:
             stmt, params = queries.search_vectors(
-                dialect, self.tenant_id, prefix, op.filter, now, index.model_id
+                dialect, self.tenant_id, prefix, sql_filter, now, index.model_id
             )
             candidates = (await conn.execute(stmt, params)).all()
+            if in_python:
+                candidates = _python_filtered(candidates, op.filter)
             scores = cosine_scores(vector, [r.embedding for r in candidates])
             scored = list(zip(scores, candidates, strict=True))
         window = rank(scored)[op.offset : op.offset + op.limit]
@@ -513,7 +552,7 @@ class SQLStore(BaseStore):
         ]
         if removed:
             steps += [(direct.delete_vectors, removed), (direct.delete_items, removed)]
-        rows = item_rows(tenant, puts, now, encoded)
+        rows = item_rows(tenant, puts, now, _sealed(encoded))
         if rows:
             steps.append((direct.upsert, rows))
         return steps

@@ -17,12 +17,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
+from app.db import sealed
 from app.db.dialect import reader
 from app.db.direct import DirectExecutor, DirectStatement, service_executor
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import runs, threads
 from app.db.types import utcnow
-from app.errors import Conflict, NotFound, ValidationFailed
+from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.threads import queries as q
 from app.threads.schemas import (
     THREAD_FIELDS,
@@ -317,6 +318,7 @@ async def search_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadSea
     fields = check_select(body.select, THREAD_FIELDS)
     extract = check_extract(body.extract)
     check_sort_order(body.sort_order)
+    _check_values_filter(body.values)
     ids = [parse_thread_id(i) for i in body.ids] if body.ids is not None else None
     if ids is None and engine.dialect.name == "postgresql":
         rows = await _direct_search(engine, tenant_id, body, count=False)
@@ -385,7 +387,18 @@ def _extracted(thread: JSONObject, extract: dict[str, str] | None) -> JSONObject
     return {"extracted": {alias: extract_path(thread, path) for alias, path in extract.items()}}
 
 
+def _check_values_filter(values: JSONObject | None) -> None:
+    # sealed values are opaque to SQL (app/db/sealed.py); a containment filter would
+    # silently match nothing
+    if values and sealed.active().enabled:
+        raise InvalidInput(
+            "filtering threads by `values` is unavailable: thread values are encrypted at "
+            "rest (GRAPHKEEP_ENCRYPTION_KEY); filter by metadata instead"
+        )
+
+
 async def count_threads(engine: AsyncEngine, *, tenant_id: str, body: ThreadCount) -> int:
+    _check_values_filter(body.values)
     if engine.dialect.name == "postgresql":
         rows = await _direct_search(engine, tenant_id, body, count=True)
         return int(rows[0].n)
