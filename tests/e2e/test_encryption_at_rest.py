@@ -135,3 +135,34 @@ def test_backup_reveals_only_documented_plaintext(database: str, tmp_path: Path)
     with serve(database, tmp_path, workers=0, env=rotated, name="rotated") as proc:
         r = httpx.get(f"{proc.url}/threads/{tid}/state", timeout=30)
         assert r.status_code == 200 and markers["update"] in r.text
+
+
+def test_running_server_without_the_key_answers_a_typed_500(database: str, tmp_path: Path) -> None:
+    """A rolling key change: replica B (new key, old one kept) writes state that replica A
+    (old key only) cannot open. A answers 500 `encryption_key_error` naming the key, for the
+    thread too (never its cached values in clear), and keeps serving what it can read."""
+    old_only = {"GRAPHKEEP_ENCRYPTION_KEY": KEY}
+    both = {"GRAPHKEEP_ENCRYPTION_KEY": OTHER, "GRAPHKEEP_ENCRYPTION_OLD_KEYS": KEY}
+    with (
+        serve(database, tmp_path, workers=0, env=old_only, name="a") as a,
+        serve(database, tmp_path, workers=0, env=both, name="b") as b,
+    ):
+        readable = httpx.post(f"{a.url}/threads", json={}, timeout=30).json()["thread_id"]
+        made = httpx.post(f"{b.url}/threads", json={"metadata": {"graph_id": "echo"}}, timeout=30)
+        tid = made.json()["thread_id"]
+        r = httpx.post(
+            f"{b.url}/threads/{tid}/state", json={"values": {"text": "secret"}}, timeout=30
+        )
+        assert r.status_code == 200, r.text
+        for path in (f"/threads/{tid}", f"/threads/{tid}/state", f"/threads/{tid}/history"):
+            method = "POST" if path.endswith("history") else "GET"
+            r = httpx.request(method, f"{a.url}{path}", json={} if method == "POST" else None)
+            assert r.status_code == 500, (path, r.text)
+            body = r.json()
+            assert body["code"] == "encryption_key_error"
+            assert key_id(base64.b64decode(OTHER)) in body["detail"]
+            assert "secret" not in r.text
+        assert httpx.get(f"{a.url}/threads/{readable}", timeout=30).status_code == 200
+        assert httpx.get(f"{b.url}/threads/{tid}/state", timeout=30).json()["values"] == {
+            "text": "secret"
+        }
