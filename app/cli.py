@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app import metrics
+from app import metrics, redaction
 from app.config import Settings
 from app.db import migrate as migrations
 from app.db.engine import create_engine
@@ -380,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = Settings()
     configure_logging(settings)
+    redaction.install(redaction.Redactor(settings.redact_keys))
     func: Command = args.func
     return func(args, settings)
 

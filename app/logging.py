@@ -18,6 +18,8 @@ from contextvars import Context, ContextVar, Token, copy_context
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from app import redaction
+
 request_id_var: ContextVar[str | None] = ContextVar("graphkeep_request_id", default=None)
 tenant_id_var: ContextVar[str | None] = ContextVar("graphkeep_tenant_id", default=None)
 thread_id_var: ContextVar[str | None] = ContextVar("graphkeep_thread_id", default=None)
@@ -154,7 +156,7 @@ class JsonFormatter(logging.Formatter):
         payload.update(_extra_fields(record))
         if record.exc_info:
             payload["exc_info"] = self.formatException(record.exc_info)
-        return json.dumps(payload, default=str, ensure_ascii=False)
+        return redaction.active().text(json.dumps(payload, default=str, ensure_ascii=False))
 
 
 class TextFormatter(logging.Formatter):
@@ -168,7 +170,7 @@ class TextFormatter(logging.Formatter):
             line = f"{line} {fields}"
         if record.exc_info:
             line = f"{line}\n{self.formatException(record.exc_info)}"
-        return line
+        return redaction.active().text(line)
 
 
 _HANDLER_NAME = "graphkeep"

@@ -205,6 +205,15 @@ RETENTION_FAILURES = Counter(
     registry=REGISTRY,
 )
 
+# --------------------------------------------------------------------------- webhooks
+
+WEBHOOK_DELIVERIES = Counter(
+    "graphkeep_webhook_deliveries",
+    "Run webhooks by outcome after their retries (delivered | failed).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+
 # Metric families a dashboard may query (the base names, before _bucket/_sum/_count).
 ALL_METRICS = (
     HTTP_REQUESTS,
@@ -230,6 +239,7 @@ ALL_METRICS = (
     RETENTION_REMOVED,
     RETENTION_SWEEP,
     RETENTION_FAILURES,
+    WEBHOOK_DELIVERIES,
 )
 
 
@@ -417,6 +427,11 @@ def observe_retention_sweep(seconds: float, *, failed: bool) -> None:
     RETENTION_SWEEP.observe(seconds)
     if failed:
         RETENTION_FAILURES.inc()
+
+
+def count_webhook(outcome: str) -> None:
+    """One run webhook finished its delivery attempts."""
+    WEBHOOK_DELIVERIES.labels(outcome).inc()
 
 
 def exposed_names() -> set[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app import redaction
 from app.config import Settings
 from app.db import migrate, sealed
 from app.db.engine import create_engine, is_sqlite
@@ -109,6 +110,7 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
     state = AppState(settings=settings, engine=engine)
     try:
         await ensure_schema(engine, settings.database_url)
+        redaction.install(redaction.Redactor(settings.redact_keys))
         state.keyring = await ensure_keys(engine, settings)
         for step in steps:
             await step(state)

@@ -13,7 +13,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, Stateme
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app import metrics
+from app import metrics, redaction
 from app.db.sealed import DecryptionFailed
 from app.errors import (
     AppError,
@@ -107,7 +107,7 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, AppError)
         status = status_for(exc)
         headers = {"Retry-After": RETRY_AFTER_SECONDS} if status == 503 else None
-        body: dict[str, str] = {"detail": exc.detail}
+        body: dict[str, str] = {"detail": redaction.active().text(exc.detail)}
         code = getattr(exc, "code", None)
         if isinstance(code, str):
             body["code"] = code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from app import redaction
 from app.errors import ValidationFailed
 
 HEARTBEAT = b": heartbeat\r\n\r\n"
@@ -18,7 +19,16 @@ _EVENT_ID = re.compile(r"^(?:(\d+)-)?(\d+)$")
 
 
 def format_event(event: str, data: str, event_id: str | None = None) -> bytes:
-    """One event: `event:`, optional `id:`, one `data:` line of compact JSON, blank line."""
+    """One event: `event:`, optional `id:`, one `data:` line of compact JSON, blank line.
+
+    The configured sensitive keys are masked here, the one place every stream event leaves
+    (run streams, joins, replays, thread streams); stored state keeps them (app/redaction.py).
+    """
+    redactor = redaction.active()
+    if redactor.enabled:
+        data = redactor.json_text(data)
+        if event == "error":
+            data = redactor.text(data)
     head = f"event: {event}\r\n"
     if event_id is not None:
         head += f"id: {event_id}\r\n"

@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.dialect import reader
-from app.db.sealed import DecryptionFailed, Keyring, KeyMismatch, is_sealed_text
+from app.db.sealed import DecryptionFailed, KeyMismatch, Keyring, is_sealed_text
 from app.db.types import utcnow
 from app.ops import encryption_queries as q
 from app.ops.encryption_queries import LEGACY, PLAINTEXT, TARGETS, Target

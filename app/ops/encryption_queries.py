@@ -30,7 +30,7 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
-from sqlalchemy.types import LargeBinary, TypeEngine
+from sqlalchemy.types import LargeBinary
 
 from app.db.dialect import bytes_hex
 from app.db.sealed import KEY_ID_BYTES, TEXT_PREFIX
@@ -85,7 +85,7 @@ TARGETS: tuple[Target, ...] = (
 def stored(target: Target) -> ColumnElement[Any]:
     """The column as stored (no sealing type in between)."""
     col = target.table.c[target.column]
-    raw: TypeEngine[Any] = {"json": JSONType, "text": Text(), "serde": LargeBinary()}[target.kind]
+    raw: Any = {"json": JSONType, "text": Text(), "serde": LargeBinary()}[target.kind]
     return type_coerce(col, raw)
 
 
@@ -114,7 +114,7 @@ def _key_label(target: Target, dialect: str) -> ColumnElement[str]:
     )  # fmt: skip
 
 
-def count_by_key(target: Target, dialect: str) -> Select[tuple[Any, int]]:
+def count_by_key(target: Target, dialect: str) -> Select[str, int]:
     label = _key_label(target, dialect).label("key_id")
     return select(label, func.count()).group_by(label)
 
@@ -128,9 +128,7 @@ def needing_rotation(
     cols: list[Any] = [*pk, stored(target).label("stored")]
     if target.type_column:
         cols.append(target.table.c[target.type_column].label("type_tag"))
-    wanted = label.is_not(None) if current is None else and_(
-        label.is_not(None), label != current
-    )
+    wanted = label.is_not(None) if current is None else and_(label.is_not(None), label != current)
     stmt = select(*cols).where(wanted)
     if after is not None:
         stmt = stmt.where(tuple_(*pk) > tuple_(*after))
@@ -167,8 +165,4 @@ def set_retired(key_ids: Sequence[str], when: Any) -> Update:
 
 
 def revive_key(key_id: str) -> Update:
-    return (
-        update(encryption_keys)
-        .where(encryption_keys.c.key_id == key_id)
-        .values(retired_at=None)
-    )
+    return update(encryption_keys).where(encryption_keys.c.key_id == key_id).values(retired_at=None)

@@ -12,6 +12,7 @@ from app.config import Settings
 from app.runs.events import EventHub
 from app.runs.executor import RunExecutor
 from app.runs.service import RunService
+from app.runs.webhooks import WebhookPolicy
 from app.runs.worker import WorkerPool
 
 
@@ -36,6 +37,16 @@ class RunEngine:
         if self._drain is not None:
             await self._drain
         await self.hub.stop()
+
+
+def webhook_policy(settings: Settings) -> WebhookPolicy:
+    secret = settings.webhook_secret
+    return WebhookPolicy(
+        max_attempts=settings.webhook_max_attempts,
+        backoff_seconds=settings.webhook_backoff_seconds,
+        timeout_seconds=settings.webhook_timeout_seconds,
+        secret=secret.get_secret_value().encode() if secret is not None else None,
+    )
 
 
 async def open_run_engine(
@@ -65,6 +76,7 @@ async def open_run_engine(
             store=store,
             run_timeout_seconds=settings.run_timeout_seconds,
             max_attempts=settings.max_attempts,
+            webhook_policy=webhook_policy(settings),
         )
         pool = WorkerPool(
             engine=engine,

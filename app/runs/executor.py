@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from langgraph.errors import GraphDrained
 from langgraph.runtime import RunControl
 from sqlalchemy import delete, func, insert, select
@@ -27,12 +26,11 @@ from app.db.dialect import reader
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_jsonable
-from app.runs import finish
+from app.runs import finish, webhooks
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
-from app.runs.schemas import run_json
 from app.threads import run_status
 
 log = logging.getLogger(__name__)
@@ -65,7 +63,9 @@ class RunExecutor:
         store: Any,
         run_timeout_seconds: float | None,
         max_attempts: int,
+        webhook_policy: webhooks.WebhookPolicy | None = None,
     ) -> None:
+        self.webhooks = webhook_policy or webhooks.WebhookPolicy()
         self.engine = engine
         self.hub = hub
         self.graphs = graphs
@@ -388,32 +388,13 @@ class RunExecutor:
             and run.kwargs.get("on_completion", "delete") == "delete"
         )
         if webhook:
-            async with reader(self.engine).connect() as conn:
-                row = (
-                    await conn.execute(
-                        select(runs).where(
-                            runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
-                        )
-                    )
-                ).first()
-            if row is not None:  # a rolled-back run is gone: nothing to report
-                await post_webhook(str(webhook), run_json(row))
+            await webhooks.send_run_webhook(
+                self.engine, self.webhooks, run_id=run.run_id, tenant_id=run.tenant_id,
+                url=str(webhook),
+            )  # fmt: skip
         if delete_thread:
             await self._saver(run).adelete_thread(run.thread_id)
             async with self.engine.begin() as conn:
                 await run_status.delete_thread_row(
                     conn, tenant_id=run.tenant_id, thread_id=run.thread_id
                 )
-
-
-async def post_webhook(url: str, body: dict[str, Any]) -> None:
-    """POST the final run; failures are logged and never affect the run."""
-    try:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.post(
-                url, content=dumps(body), headers={"content-type": "application/json"}
-            )
-            if response.status_code >= 400:
-                log.warning("webhook answered %s", response.status_code)
-    except (httpx.HTTPError, ValueError) as exc:
-        log.warning("webhook failed: %s", type(exc).__name__)

@@ -465,9 +465,9 @@ class SQLStore(BaseStore):
         if await self._pgvector(conn):
             # sealed values: filter the nearest candidates here (README: a filtered semantic
             # search on an encrypted Store ranks within a widened window)
-            window = (op.offset + op.limit) * (_SEALED_WINDOW if in_python else 1)
+            wanted = (op.offset + op.limit) * (_SEALED_WINDOW if in_python else 1)
             scored = await pgvector.search(
-                conn, self.tenant_id, prefix, sql_filter, now, index, vector, window
+                conn, self.tenant_id, prefix, sql_filter, now, index, vector, wanted
             )
             if in_python:
                 kept = {id(r) for r in _python_filtered([r for _, r in scored], op.filter)}

@@ -85,11 +85,9 @@ async def _fill(url: str, markers: dict[str, str]) -> str:
         assert markers["update"] in str((await http.get(f"/threads/{tid}")).json()["values"])
         item = (await http.get("/store/items", params={"namespace": "notes", "key": "k1"})).json()
         assert item["value"] == {"text": markers["store"]}
-        found = (
-            await http.post(
-                "/store/items/search",
-                json={"namespace_prefix": ["notes"], "filter": {"text": markers["store"]}},
-            )
+        found = await http.post(
+            "/store/items/search",
+            json={"namespace_prefix": ["notes"], "filter": {"text": markers["store"]}},
         )
         assert found.status_code == 200, found.text
         assert [i["key"] for i in found.json()["items"]] == ["k1"]  # filter ran on opened values
