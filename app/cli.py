@@ -299,14 +299,13 @@ def _cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
             keyring = build_keyring(settings)
             sealed.install(keyring)
             if args.encryption_command == "status":
-                found = await encryption.status(engine, encrypt_store=settings.encrypt_store)
+                found = await encryption.status(engine)
                 print(json.dumps(found.to_json(keyring.current), indent=2, sort_keys=True))
                 return 0
             report = await encryption.rotate(
                 engine,
                 keyring,
                 batch_size=args.batch_size,
-                encrypt_store=settings.encrypt_store,
                 progress=lambda name, n: print(f"{name}: {n} rows re-sealed", file=sys.stderr),
             )
             print(json.dumps(report.to_json(), sort_keys=True))

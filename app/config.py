@@ -40,10 +40,6 @@ class Settings(BaseSettings):
         description="Comma-separated older keys, read only (rotation: `graphkeep encryption "
         "rotate` re-seals their rows with the current key).",
     )
-    encrypt_store: bool = Field(
-        True,
-        description="With a key, seal Store values too (their filters then run in Python).",
-    )
     redact_keys: list[str] = Field(
         default_factory=list,
         description="JSON keys (`password`) or dotted paths (`user.ssn`) masked in what leaves "
@@ -109,6 +105,10 @@ class Settings(BaseSettings):
         "auto",
         description="Semantic search on pgvector (HNSW) where the database has the extension "
         "(`auto`), or always scored in process (`off`).",
+    )
+    redact_wait_answers: bool = Field(
+        False,
+        description="Mask `redact_keys` in runs/wait and join answers too (the final values).",
     )
     webhook_secret: SecretStr | None = Field(
         None,

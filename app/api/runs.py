@@ -10,7 +10,7 @@ import orjson
 from fastapi import Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app import metrics
+from app import metrics, redaction
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.lean_route import resource_router
 from app.api.sse import (
@@ -138,6 +138,8 @@ def _wait(
     headers: dict[str, str],
 ) -> StreamingResponse:
     service = _service(state)
+    # the final values are the caller's own state: masked only when configured so
+    redactor = redaction.active() if state.settings.redact_wait_answers else None
 
     async def body() -> AsyncIterator[bytes]:
         finished = False
@@ -151,7 +153,8 @@ def _wait(
                 if out is None:
                     yield KEEPALIVE_JSON
                 else:
-                    yield orjson.dumps(out, option=orjson.OPT_NON_STR_KEYS)
+                    answer = redactor.value(out) if redactor is not None else out
+                    yield orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
             finished = True
         except StreamInterrupted:
             finished = True  # the server is going away, not the client: the run goes on

@@ -39,11 +39,6 @@ DEFAULT_BATCH = 500
 _SERDE_CIPHER = "gk1"
 
 
-def targets(*, encrypt_store: bool = True) -> tuple[Target, ...]:
-    """The sealed columns (Store values only when the Store is sealed)."""
-    return tuple(t for t in TARGETS if encrypt_store or t.table.name != "store_items")
-
-
 async def check_keys(engine: AsyncEngine, keyring: Keyring) -> None:
     """Refuse a configuration lacking a key that still seals stored state; record the
     current key. Raises KeyMismatch with one line for the operator."""
@@ -94,11 +89,11 @@ class Status:
         return {"current_key": current, "totals": self.totals(), "columns": self.columns}
 
 
-async def status(engine: AsyncEngine, *, encrypt_store: bool = True) -> Status:
+async def status(engine: AsyncEngine) -> Status:
     dialect = engine.dialect.name
     result = Status()
     async with reader(engine).connect() as conn:
-        for target in targets(encrypt_store=encrypt_store):
+        for target in TARGETS:
             counts: dict[str, int] = {}
             for label, n in (await conn.execute(q.count_by_key(target, dialect))).all():
                 if label is not None:
@@ -130,7 +125,6 @@ async def rotate(
     keyring: Keyring,
     *,
     batch_size: int = DEFAULT_BATCH,
-    encrypt_store: bool = True,
     progress: Callable[[str, int], None] | None = None,
 ) -> RotateReport:
     """Re-seal every row not sealed by the current key (see the module docstring)."""
@@ -140,11 +134,11 @@ async def rotate(
     report = RotateReport()
     started = time.perf_counter()
     dialect = engine.dialect.name
-    for target in targets(encrypt_store=encrypt_store):
+    for target in TARGETS:
         done = await _rotate_target(engine, dialect, keyring, target, batch_size, report)
         if progress is not None:
             progress(target.name, done)
-    left = (await status(engine, encrypt_store=encrypt_store)).totals()
+    left = (await status(engine)).totals()
     stale = [k for k in left if k not in (keyring.current, PLAINTEXT) and left[k] > 0]
     if not stale:
         report.retired = await _retire_others(engine, keyring)
@@ -230,5 +224,4 @@ __all__ = [
     "check_keys",
     "rotate",
     "status",
-    "targets",
 ]
