@@ -33,11 +33,12 @@ from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.checkpoint import SQLSaver
+from app.checkpoint import SQLSaver, make_serde
 from app.db import migrate
 from app.db.engine import create_engine
 
 Config = dict[str, Any]
+BENCH_KEY = "base64:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
 
 
 # --------------------------------------------------------------------------- savers
@@ -63,13 +64,13 @@ async def pg_database(admin_url: str, prefix: str) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def our_saver(url: str, pool: int) -> AsyncIterator[SQLSaver]:
+async def our_saver(url: str, pool: int, key: str | None = None) -> AsyncIterator[SQLSaver]:
     # at most `pool` connections, like the official saver's pool (max_size=pool): overflow
     # connections would also be opened and closed per operation at 32 threads
     engine = create_engine(url, pool_size=pool, max_overflow=0)
     await migrate.upgrade(engine)
     try:
-        yield SQLSaver(engine)
+        yield SQLSaver(engine, serde=make_serde(key))
     finally:
         await engine.dispose()
 
@@ -401,22 +402,47 @@ async def main(args: argparse.Namespace) -> None:
                 pg_database(args.pg_admin_url, "gk_bench_official")
             )
             print("PostgreSQL", flush=True)
-            ours_saver = await stack.enter_async_context(our_saver(ours_url, args.pool))
-            theirs_saver = await stack.enter_async_context(official_pg(theirs_url, args.pool))
+            # --encryption: ours with a key, theirs the same saver without one
+            key = BENCH_KEY if args.encryption else None
+            ours_saver = await stack.enter_async_context(our_saver(ours_url, args.pool, key))
+            theirs_saver = await stack.enter_async_context(
+                our_saver(theirs_url, args.pool)
+                if args.encryption
+                else official_pg(theirs_url, args.pool)
+            )
+
             ours, theirs = await measure(ours_saver, theirs_saver, args)
             head = await build_delta_thread(ours_saver, "rt-check", 50, 1000)
             trips = await delta_round_trips(ours_saver, head)()
-            report("PostgreSQL: SQLSaver vs AsyncPostgresSaver", ours, theirs)
+            report(
+                "PostgreSQL: SQLSaver with a key vs without"
+                if args.encryption
+                else "PostgreSQL: SQLSaver vs AsyncPostgresSaver",
+                ours,
+                theirs,
+            )
             print(f"  SQLSaver delta history statements: {trips}")
     if not args.skip_sqlite:
         with tempfile.TemporaryDirectory() as tmp:
             print("SQLite", flush=True)
+            key = BENCH_KEY if args.encryption else None
+            other = (
+                our_saver(f"sqlite+aiosqlite:///{tmp}/plain.db", args.pool)
+                if args.encryption
+                else official_sqlite(os.path.join(tmp, "official.db"))
+            )
             async with (
-                our_saver(f"sqlite+aiosqlite:///{tmp}/ours.db", args.pool) as saver,
-                official_sqlite(os.path.join(tmp, "official.db")) as official,
+                our_saver(f"sqlite+aiosqlite:///{tmp}/ours.db", args.pool, key) as saver,
+                other as official,
             ):
                 ours, theirs = await measure(saver, official, args)
-            report("SQLite: SQLSaver vs AsyncSqliteSaver", ours, theirs)
+            report(
+                "SQLite: SQLSaver with a key vs without"
+                if args.encryption
+                else "SQLite: SQLSaver vs AsyncSqliteSaver",
+                ours,
+                theirs,
+            )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -448,6 +474,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--short", action="store_true", help="60 samples, 2 s throughput runs")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument(
+        "--encryption",
+        action="store_true",
+        help="SQLSaver with GRAPHKEEP_ENCRYPTION_KEY's cipher against SQLSaver without a key",
+    )
     args = parser.parse_args(argv)
     if args.short:
         args.repeat, args.seconds = 60, 2.0

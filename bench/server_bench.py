@@ -113,6 +113,8 @@ async def timed_calls(
 
 
 MEASURES: tuple[str, ...] = ("wait", "thread_wait", "stream", "one_thread")
+ENCRYPTED = "graphkeep_pg_encrypted"
+BENCH_KEY = "base64:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
 
 
 def progress(message: str) -> None:
@@ -254,9 +256,12 @@ async def bench_interleaved(targets: list[Target], args: argparse.Namespace) -> 
 
 
 @asynccontextmanager
-async def graphkeep_server(tmp: Path, args: argparse.Namespace) -> AsyncIterator[str]:
+async def graphkeep_server(
+    tmp: Path, args: argparse.Namespace, encryption_key: str | None = None
+) -> AsyncIterator[str]:
     """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL."""
     name = f"gk_srv_bench_{uuid.uuid4().hex[:8]}"
+    extra = {"GRAPHKEEP_ENCRYPTION_KEY": encryption_key} if encryption_key else {}
     await pg_database("create", name)
     db_url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
     env = clean_env(
@@ -269,6 +274,7 @@ async def graphkeep_server(tmp: Path, args: argparse.Namespace) -> AsyncIterator
         GRAPHKEEP_DB_POOL_SIZE=str(args.pool_size or args.workers + 16),
         GRAPHKEEP_DB_MAX_OVERFLOW=str(args.max_overflow),
         GRAPHKEEP_LOG_LEVEL="WARNING",
+        **extra,
     )
     try:
         await asyncio.to_thread(
@@ -291,9 +297,10 @@ async def graphkeep_server(tmp: Path, args: argparse.Namespace) -> AsyncIterator
                 worker_cmd += ["--concurrency", str(args.worker_concurrency)]
                 worker_env = {**env, "GRAPHKEEP_WORKERS": str(args.worker_concurrency)}
                 stack.enter_context(process(worker_cmd, worker_env, tmp / f"worker{i}.log", ROOT))
-            proc = stack.enter_context(process(cmd, env, tmp / "graphkeep.log", ROOT))
+            log = tmp / f"graphkeep-{name}.log"
+            proc = stack.enter_context(process(cmd, env, log, ROOT))
             url = f"http://127.0.0.1:{port}"
-            await wait_ready(url, proc, tmp / "graphkeep.log")
+            await wait_ready(url, proc, log)
             progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
             yield url
     finally:
@@ -330,8 +337,12 @@ def report(summary_: dict[str, dict[str, dict[str, float]]]) -> str:
     matters per row (throughput: graphkeep / official, higher is better; latency: official /
     graphkeep, so also higher is better)."""
     gk, off = summary_.get("graphkeep_pg", {}), summary_.get("langgraph_dev", {})
+    mine, other = "graphkeep (PG)", "langgraph dev"
+    if ENCRYPTED in summary_:  # --encryption: the same server with a key, beside it
+        gk, off = summary_[ENCRYPTED], summary_.get("graphkeep_pg", {})
+        mine, other = "with key", "no key"
     lines = [
-        f"{'measure':<36}{'graphkeep (PG)':>24}  {'langgraph dev':>24}  {'ratio':>16}",
+        f"{'measure':<36}{mine:>24}  {other:>24}  {'ratio':>16}",
     ]
 
     def cell(d: dict[str, float] | None, keys: tuple[str, ...]) -> str:
@@ -402,6 +413,12 @@ async def main() -> int:
         "--quick", action="store_true", help="60 runs per level, 20 at c=1, 60 on one thread"
     )
     parser.add_argument("--skip-official", action="store_true")
+    parser.add_argument(
+        "--encryption",
+        action="store_true",
+        help="compare graphkeep with GRAPHKEEP_ENCRYPTION_KEY against graphkeep without one "
+        "(instead of the official server)",
+    )
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels, comma-separated")
     args = parser.parse_args()
@@ -422,7 +439,10 @@ async def main() -> int:
         targets = [
             Target("graphkeep_pg", await stack.enter_async_context(graphkeep_server(tmp, args)))
         ]
-        if not args.skip_official:
+        if args.encryption:
+            url = await stack.enter_async_context(graphkeep_server(tmp, args, BENCH_KEY))
+            targets.append(Target(ENCRYPTED, url))
+        elif not args.skip_official:
             try:
                 url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
                 targets.append(Target("langgraph_dev", url))
