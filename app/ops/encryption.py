@@ -105,7 +105,8 @@ async def status(engine: AsyncEngine) -> Status:
 @dataclass
 class RotateReport:
     resealed: int = 0
-    skipped: int = 0  # changed by a writer between read and update (already current)
+    # changed by a writer between read and update (already current); counted on SQLite only
+    skipped: int = 0
     seconds: float = 0.0
     retired: list[str] = field(default_factory=list)
 
@@ -166,13 +167,13 @@ async def _rotate_target(
             return done
         updates = [_resealed(keyring, target, row, pk_names) for row in rows]
         async with engine.begin() as conn:  # one short transaction per batch
-            for params in updates:
-                changed = (await conn.execute(statement, params)).rowcount
-                if changed:
-                    done += 1
-                    report.resealed += 1
-                else:
-                    report.skipped += 1
+            result = await conn.execute(statement, updates)
+        # rows a writer replaced meanwhile are left alone (the WHERE on the old value); only
+        # dialects with a reliable executemany rowcount (SQLite) can say how many
+        changed = result.rowcount if engine.dialect.supports_sane_multi_rowcount else len(rows)
+        done += changed
+        report.resealed += changed
+        report.skipped += len(rows) - changed
         after = tuple(getattr(rows[-1], name) for name in pk_names)
         if len(rows) < batch_size:
             return done
