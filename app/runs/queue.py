@@ -8,19 +8,23 @@ run whose lease expired (its worker died) is put back to pending and claimed aga
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, or_, select
+from sqlalchemy import and_, bindparam, exists, func, or_, select, type_coerce
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
+from app.db import sealed
 from app.db.dialect import lock_for_claim, single_statement_autocommit
 from app.db.tables import runs
-from app.db.types import utcnow
+from app.db.types import JSONType, utcnow
+
+log = logging.getLogger(__name__)
 
 ACTIVE_STATUSES = ("pending", "running")
 
@@ -91,7 +95,8 @@ def _claim_statement(dialect_name: str) -> Any:
             runs.c.thread_id,
             runs.c.assistant_id,
             runs.c.graph_id,
-            runs.c.kwargs,
+            # as stored: opened after the claim committed (see `claim`)
+            type_coerce(runs.c.kwargs, JSONType).label("kwargs"),
             runs.c.metadata,
             runs.c.attempt,
             runs.c.temporary,
@@ -130,13 +135,24 @@ async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) ->
     if row is None:
         return None
     metrics.observe_queue_wait(row.graph_id, (now - row.available_at).total_seconds())
+    try:
+        kwargs = sealed.open_json(row.kwargs)
+    except sealed.DecryptionFailed as exc:
+        # Opened after the claim committed: on SQLite a failure inside the claim would roll
+        # it back and the same oldest run would block the queue at every poll. Left running
+        # unexecuted, it is recovered when its lease expires, within the attempt limit.
+        log.error(
+            "claimed run cannot be read with the configured encryption keys",
+            extra={"run_id": row.run_id, "attempt": row.attempt, "reason": exc.detail},
+        )
+        return None
     return ClaimedRun(
         run_id=row.run_id,
         tenant_id=row.tenant_id,
         thread_id=row.thread_id,
         assistant_id=row.assistant_id,
         graph_id=row.graph_id,
-        kwargs=dict(row.kwargs),
+        kwargs=dict(kwargs),
         metadata=dict(row.metadata),
         attempt=row.attempt,
         temporary=bool(row.temporary),

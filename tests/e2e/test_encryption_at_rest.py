@@ -15,6 +15,7 @@ import asyncio
 import base64
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def test_running_server_without_the_key_answers_a_typed_500(database: str, tmp_p
     old_only = {"GRAPHKEEP_ENCRYPTION_KEY": KEY}
     both = {"GRAPHKEEP_ENCRYPTION_KEY": OTHER, "GRAPHKEEP_ENCRYPTION_OLD_KEYS": KEY}
     with (
-        serve(database, tmp_path, workers=0, env=old_only, name="a") as a,
+        serve(database, tmp_path, workers=1, env=old_only, name="a") as a,
         serve(database, tmp_path, workers=0, env=both, name="b") as b,
     ):
         readable = httpx.post(f"{a.url}/threads", json={}, timeout=30).json()["thread_id"]
@@ -164,3 +165,15 @@ def test_running_server_without_the_key_answers_a_typed_500(database: str, tmp_p
         assert httpx.get(f"{b.url}/threads/{tid}/state", timeout=30).json()["values"] == {
             "text": "secret"
         }
+        # a run B queued, claimed by A's worker: A cannot read its kwargs, says so once and
+        # the queue does not stall behind it (the lease recovery bounds that run)
+        r = httpx.post(f"{b.url}/threads/{tid}/runs", json={"assistant_id": "echo"}, timeout=30)
+        assert r.status_code == 200, r.text
+        deadline = time.monotonic() + 20
+        while "cannot be read with the configured encryption keys" not in a.output():
+            assert time.monotonic() < deadline, a.output()
+            time.sleep(0.1)
+        r = httpx.post(
+            f"{a.url}/runs/wait", json={"assistant_id": "echo", "input": {"text": "ok"}}, timeout=30
+        )
+        assert r.status_code == 200 and r.json() == {"text": "ok"}
