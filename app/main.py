@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app import __version__
+from app import __version__, redaction
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
@@ -21,7 +21,7 @@ from app.assistants.service import ensure_system_assistants
 from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
 from app.db.engine import create_engine
-from app.graphs.config import ServerConfig
+from app.graphs.config import GraphConfigError, ServerConfig
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
 from app.runs.engine import open_run_engine
@@ -39,6 +39,16 @@ async def _attach_saver(state: AppState) -> None:
 async def _attach_graphs(state: AppState) -> None:
     # Imports user modules off the event loop; a bad entry stops start-up naming it.
     state.graphs = await load_registry(state.settings.config_file)
+    _install_redaction(state.settings.redact_keys, state.graphs.config.raw.get("redact"))
+
+
+def _install_redaction(from_settings: list[str], from_config: object) -> None:
+    """GRAPHKEEP_REDACT_KEYS plus langgraph.json's `"redact": [...]` (app/redaction.py)."""
+    if from_config is None:
+        from_config = []
+    if not isinstance(from_config, list) or not all(isinstance(k, str) for k in from_config):
+        raise GraphConfigError("langgraph.json: `redact` must be a list of keys / dotted paths")
+    redaction.install(redaction.Redactor([*from_settings, *from_config]))
 
 
 def _build_store(

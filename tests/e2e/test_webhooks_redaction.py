@@ -120,6 +120,16 @@ def test_webhooks_retry_sign_and_redact(database: str, tmp_path: Path, receiver:
             with http.stream("POST", f"/threads/{tid}/runs/stream", json=body) as s:
                 sse = s.read().decode()
             assert '"text":"[redacted]"' in sse and "SECRETVALUE" not in sse
+            # the thread stream replays the same events, masked the same way
+            seen = ""
+            with http.stream(
+                "GET", f"/threads/{tid}/stream", headers={"Last-Event-ID": "0"}
+            ) as s:
+                for line in s.iter_lines():
+                    seen += line + "\n"
+                    if line.startswith("data:") and "[redacted]" in line:
+                        break
+            assert '"text":"[redacted]"' in seen and "SECRETVALUE" not in seen
             # the graph's state keeps the real value
             state = http.get(f"/threads/{tid}/state").json()
             assert state["values"] == {"text": "SECRETVALUE"}
