@@ -122,9 +122,7 @@ def test_webhooks_retry_sign_and_redact(database: str, tmp_path: Path, receiver:
             assert '"text":"[redacted]"' in sse and "SECRETVALUE" not in sse
             # the thread stream replays the same events, masked the same way
             seen = ""
-            with http.stream(
-                "GET", f"/threads/{tid}/stream", headers={"Last-Event-ID": "0"}
-            ) as s:
+            with http.stream("GET", f"/threads/{tid}/stream", headers={"Last-Event-ID": "0"}) as s:
                 for line in s.iter_lines():
                     seen += line + "\n"
                     if line.startswith("data:") and "[redacted]" in line:
