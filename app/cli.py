@@ -255,7 +255,7 @@ def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
     """`graphkeep store reindex`: re-embed items after a change of model or fields."""
     from app.graphs.config import apply_environment, read_config
     from app.graphs.registry import EXAMPLES_CONFIG
-    from app.state import ensure_schema
+    from app.state import ensure_keys, ensure_schema
     from app.store import SQLStore, parse_index_config, pgvector
 
     path = Path(args.config) if args.config else settings.config_file or EXAMPLES_CONFIG
@@ -264,6 +264,7 @@ def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
         engine = create_engine(settings.database_url, null_pool=True)
         try:
             await ensure_schema(engine, settings.database_url)
+            await ensure_keys(engine, settings)  # Store values are sealed with a key
             config = await asyncio.to_thread(read_config, path)
             if not config.store_index:
                 print(f"graphkeep: {path} has no store.index: nothing to embed", file=sys.stderr)
