@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import __version__
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
+from app.api.docs import OPENAPI_PATH, install_docs
 from app.api.errors import install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
@@ -162,6 +163,10 @@ def create_app(settings: Settings) -> FastAPI:
         # FastAPI's OpenTelemetry hooks: graphkeep exports Prometheus metrics and structured
         # logs instead, and otherwise every request pays for looking up unconfigured providers.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        # /docs and /redoc come from the package's own assets (app/api/docs.py), not a CDN
+        openapi_url=OPENAPI_PATH,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -184,4 +189,5 @@ def create_app(settings: Settings) -> FastAPI:
             ops.router,
         ],
     )
+    install_docs(app)  # last: a browser's few requests, matched after the API's
     return app
