@@ -37,15 +37,25 @@ def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _serve(config: Path, **env_extra: str) -> Iterator[tuple[str, dict[str, str]]]:
     port = free_port()
+    database = config.parent / f"{env_extra.get('GRAPHKEEP_AUTH', 'none')}.db"
     env = clean_env(
-        GRAPHKEEP_DATABASE_URL=f"sqlite+aiosqlite:///{config.parent / (env_extra.get('GRAPHKEEP_AUTH', 'none') + '.db')}",
+        GRAPHKEEP_DATABASE_URL=f"sqlite+aiosqlite:///{database}",
         GRAPHKEEP_WORKERS="1",
         **env_extra,
     )
     log = config.parent / f"serve-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--config", str(config)],
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--config",
+                str(config),
+            ],
             cwd=ROOT,
             env=env,
             stdout=out,
