@@ -2,14 +2,15 @@
 
 FastAPI's own docs pages load Swagger UI and ReDoc from a public CDN, so on a private network
 they are blank. The vendored files (docs_assets/README.md says which versions, from where, and
-their licences) are served from fixed URLs; only those names can be asked for.
+their licences) are served from fixed URLs, one route per file.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI
 from fastapi.openapi.docs import (
     get_redoc_html,
     get_swagger_ui_html,
@@ -76,20 +77,23 @@ def install_docs(app: FastAPI) -> None:
             with_google_fonts=False,
         )
 
-    async def asset(name: str) -> Response:
-        found = _ASSETS.get(name)
-        if found is None:
-            raise HTTPException(status_code=404, detail="not found")
-        path, media_type = found
-        return FileResponse(
-            _ASSET_DIR / path, media_type=media_type, headers={"cache-control": _ASSET_CACHE}
-        )
+    def asset(name: str) -> Callable[[], Awaitable[Response]]:
+        path, media_type = _ASSETS[name]
 
-    for path, endpoint in (
+        async def serve_asset() -> Response:
+            return FileResponse(
+                _ASSET_DIR / path, media_type=media_type, headers={"cache-control": _ASSET_CACHE}
+            )
+
+        return serve_asset
+
+    routes: list[tuple[str, Callable[[], Awaitable[Response]]]] = [
         ("/", home),
         (DOCS_PATH, swagger_ui),
         (OAUTH2_REDIRECT_PATH, oauth2_redirect),
         (REDOC_PATH, redoc),
-        (f"{ASSETS_PREFIX}/{{name}}", asset),
-    ):
+    ]
+    # one fixed path per file (no path parameter): nothing else under docs_assets is reachable
+    routes += [(_asset_url(name), asset(name)) for name in _ASSETS]
+    for path, endpoint in routes:
         app.add_api_route(path, endpoint, methods=["GET"], include_in_schema=False)
