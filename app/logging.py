@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,6 +60,14 @@ REDACTED_FIELDS = frozenset(
         "value",
     }
 )
+
+# `extra` keys dropped as noise: uvicorn's copy of its message with ANSI colour codes.
+DROPPED_FIELDS = frozenset({"color_message"})
+# Terminal escape sequences (CSI: colours, cursor moves); no log line carries one.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# Alembic announces its dialect and DDL mode at INFO on every MigrationContext, i.e. on
+# every readiness probe (which reads the schema revision); the upgrades themselves still log.
+_ALEMBIC_CHATTER = frozenset({"Context impl %s.", "Will assume %s DDL."})
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
@@ -120,15 +129,28 @@ def context_with(**ids: str | None) -> Context:
     return context
 
 
+def _plain(text: str) -> str:
+    return _ANSI_ESCAPE.sub("", text) if "\x1b" in text else text
+
+
+def _message(record: logging.LogRecord) -> str:
+    return _plain(record.getMessage())
+
+
 def _extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in vars(record).items():
-        if key in _RECORD_ATTRS or key.startswith("_"):
+        if key in _RECORD_ATTRS or key.startswith("_") or key in DROPPED_FIELDS:
             continue
         if key.lower() in REDACTED_FIELDS:
             continue
-        fields[key] = value
+        fields[key] = _plain(value) if isinstance(value, str) else value
     return fields
+
+
+class _DropAlembicChatter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in _ALEMBIC_CHATTER
 
 
 class ContextFilter(logging.Filter):
@@ -149,7 +171,7 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _message(record),
         }
         payload.update(_extra_fields(record))
         if record.exc_info:
@@ -163,7 +185,7 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S")
         fields = " ".join(f"{k}={v}" for k, v in _extra_fields(record).items())
-        line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = f"{stamp} {record.levelname:<7} {record.name}: {_message(record)}"
         if fields:
             line = f"{line} {fields}"
         if record.exc_info:
@@ -204,3 +226,6 @@ def configure(settings: LogSettings) -> None:
         uv = logging.getLogger(name)
         uv.handlers.clear()
         uv.propagate = True
+    chatter = logging.getLogger("alembic.runtime.migration")
+    if not any(isinstance(f, _DropAlembicChatter) for f in chatter.filters):
+        chatter.addFilter(_DropAlembicChatter())

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
+from app.api.docs import DOCS_PATH, OPENAPI_PATH, install_docs
 from app.api.errors import install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
@@ -27,8 +30,11 @@ from app.ops.retention import build_sweepers
 from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
+from app.store.config import check_index_dims
 from app.store.store import PgvectorMode
 from app.store.validation import DEFAULT_MAX_VALUE_BYTES
+
+startup_log = logging.getLogger("graphkeep.startup")
 
 
 async def _attach_saver(state: AppState) -> None:
@@ -120,7 +126,8 @@ def startup_steps(settings: Settings) -> list[StartupStep]:
 async def check_startup(settings: Settings) -> None:
     """What `graphkeep serve` checks before binding: the schema and the graph config.
 
-    Raises SchemaBehind or GraphConfigError (both AppError) with a message for the operator.
+    Raises SchemaBehind, GraphConfigError or InvalidInput (a bad `store`, e.g. `index.dims`
+    that the embedder does not return; all AppError) with a message for the operator.
     Embedded SQLite is migrated here, exactly as the lifespan would.
     """
     engine = create_engine(settings.database_url, null_pool=True)
@@ -129,7 +136,41 @@ async def check_startup(settings: Settings) -> None:
     finally:
         await engine.dispose()
     registry = await load_registry(settings.config_file)
-    await asyncio.to_thread(_build_store, engine, registry.config)
+    store = await asyncio.to_thread(_build_store, engine, registry.config)
+    if store.index is not None:
+        unchecked = await check_index_dims(store.index)
+        if unchecked is not None:
+            startup_log.warning(
+                "store.index.dims not checked: the embedder did not answer",
+                extra={"error": unchecked},
+            )
+
+
+def database_description(database_url: str) -> dict[str, str]:
+    """The database kind and where it is, for the start-up lines (never the password)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        return {"kind": "sqlite", "file": url.database or ":memory:"}
+    where = f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
+    return {"kind": url.get_backend_name(), "at": where}
+
+
+def log_startup(state: AppState, host: str, port: int) -> None:
+    """What a newcomer needs from the first lines: where the server, its docs, its database
+    and its graphs are. `host`/`port` are the bound ones (port 0 resolved)."""
+    wildcard = host in ("0.0.0.0", "::", "")
+    shown = "127.0.0.1" if wildcard else (f"[{host}]" if ":" in host else host)
+    url = f"http://{shown}:{port}"
+    listening = {"listening": "all interfaces"} if wildcard else {}
+    startup_log.info(
+        "graphkeep serving",
+        extra={"version": __version__, "url": url, "docs": f"{url}{DOCS_PATH}", **listening},
+    )
+    startup_log.info("database", extra=database_description(state.settings.database_url))
+    startup_log.info(
+        "graphs loaded",
+        extra={"graph_ids": ",".join(state.graphs.graph_ids()), "workers": state.settings.workers},
+    )
 
 
 def _freeze_startup_heap() -> None:
@@ -162,6 +203,10 @@ def create_app(settings: Settings) -> FastAPI:
         # FastAPI's OpenTelemetry hooks: graphkeep exports Prometheus metrics and structured
         # logs instead, and otherwise every request pays for looking up unconfigured providers.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        # /docs and /redoc come from the package's own assets (app/api/docs.py), not a CDN
+        openapi_url=OPENAPI_PATH,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -184,4 +229,5 @@ def create_app(settings: Settings) -> FastAPI:
             ops.router,
         ],
     )
+    install_docs(app)  # last: a browser's few requests, matched after the API's
     return app

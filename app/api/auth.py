@@ -28,6 +28,7 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.docs import PUBLIC_DOCS_PATHS
 from app.api.errors import is_database_unavailable
 from app.auth.apikeys import authenticate_api_key, looks_like_api_key
 from app.auth.principal import ANONYMOUS, Principal
@@ -38,9 +39,7 @@ from app.errors import Unauthorized
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
-PUBLIC_PATHS = frozenset(
-    {"/", "/ok", "/info", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-)
+PUBLIC_PATHS = frozenset({"/ok", "/info", "/ready"}) | PUBLIC_DOCS_PATHS
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # POST endpoints that only read: searches, counts, history, version listing, checkpoint reads.
 READ_LIKE_POST_SUFFIXES = (
