@@ -1,0 +1,201 @@
+"""MCP at /mcp: every assistant of the caller's tenant is a tool (the official `mcp` SDK).
+
+Streamable HTTP, stateless and with JSON responses, as langgraph-api's /mcp: no session is
+kept between requests, so any API replica answers any request (no sticky routing). Each
+request carries the same credentials as the REST API; the tool list and every call are
+scoped to that caller's tenant.
+
+- `tools/list`: one tool per assistant; its name is the assistant's name (made safe for MCP
+  and suffixed with the assistant id when two share a name), its description the assistant's
+  or its graph's, its `inputSchema` the graph's input JSON schema.
+- `tools/call`: the arguments are the graph input; the run is stateless, or on the thread named
+  by `_meta.thread_id` (created if missing). The output comes back as JSON text and as
+  `structuredContent`; a failed run, a bad thread id or an unknown input is a tool error
+  (`isError`), an unknown tool name a protocol error (-32602). A client that goes away
+  cancels its run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import mcp_types as types
+import orjson
+from mcp.server.lowlevel.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from app import __version__
+from app.assistants.introspection import get_schemas
+from app.errors import AppError, ValidationFailed
+from app.protocols import shared
+from app.protocols.shared import Caller, JSONObject
+
+MCP_PATH = "/mcp"
+THREAD_META_KEY = "thread_id"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_NAME = 128
+_ANY_OBJECT: JSONObject = {"type": "object"}
+
+
+def tool_names(assistants: list[JSONObject]) -> dict[str, JSONObject]:
+    """Tool name -> assistant: the name made MCP-safe, unique by an id suffix when taken."""
+    names: dict[str, JSONObject] = {}
+    for assistant in assistants:
+        base = _UNSAFE.sub("_", str(assistant["name"]))[:_MAX_NAME] or "assistant"
+        name = base
+        if name in names:
+            suffix = "-" + str(assistant["assistant_id"])[:8]
+            name = base[: _MAX_NAME - len(suffix)] + suffix
+        names[name] = assistant
+    return names
+
+
+async def _caller(ctx: Any) -> Caller:
+    request = ctx.request
+    if not isinstance(request, Request):  # pragma: no cover - only served over HTTP
+        raise MCPError(types.INTERNAL_ERROR, "no HTTP request")
+    return await shared.caller_of(request)
+
+
+async def _input_schema(caller: Caller, assistant: JSONObject) -> JSONObject:
+    schemas = await get_schemas(
+        caller.state.engine,
+        tenant_id=caller.tenant_id,
+        assistant_id=assistant["assistant_id"],
+        graphs=caller.state.graphs,
+    )
+    schema = schemas.input_schema
+    # MCP requires an object schema at the root (a graph without one takes any object)
+    if not isinstance(schema, dict) or schema.get("type") not in (None, "object"):
+        return dict(_ANY_OBJECT)
+    return {"type": "object", **schema}
+
+
+async def list_tools(
+    ctx: Any, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    caller = await _caller(ctx)
+    tools = []
+    for name, assistant in tool_names(await shared.list_assistants(caller)).items():
+        tools.append(
+            types.Tool(
+                name=name,
+                title=str(assistant["name"]),
+                description=shared.graph_description(caller, assistant),
+                input_schema=await _input_schema(caller, assistant),
+                _meta={"assistant_id": assistant["assistant_id"]},
+            )
+        )
+    return types.ListToolsResult(tools=tools)
+
+
+def _tool_error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _thread_id(params: types.CallToolRequestParams) -> str | None:
+    meta = params.meta or {}
+    value = meta.get(THREAD_META_KEY)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationFailed("_meta.thread_id must be a string")
+    return value
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    caller = await _caller(ctx)
+    tools = tool_names(await shared.list_assistants(caller))
+    assistant = tools.get(params.name)
+    if assistant is None:
+        # another tenant's assistant is as unknown as one that does not exist
+        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+    try:
+        thread_id = _thread_id(params)
+        run = await shared.start_run(
+            caller,
+            assistant_id=assistant["assistant_id"],
+            thread_id=thread_id,
+            input=params.arguments or {},
+        )
+    except AppError as exc:
+        return _tool_error(exc.detail)
+    try:
+        output = await shared.run_output(caller, run)
+    except asyncio.CancelledError:
+        # the client cancelled or went away: so does its run
+        caller.state.spawn(shared.cancel_quietly(caller, run), name="gk-mcp-cancel")
+        raise
+    if shared.ERROR_KEY in output:
+        return _tool_error(shared.error_text(output))
+    text = orjson.dumps(output, option=orjson.OPT_NON_STR_KEYS).decode()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=output,
+        # a stateless run's temporary thread is gone: only a named thread is worth returning
+        _meta={"run_id": run["run_id"], **({"thread_id": thread_id} if thread_id else {})},
+    )
+
+
+def build_server() -> Server[Any]:
+    return Server(
+        "graphkeep",
+        version=__version__,
+        instructions="Each tool runs one graphkeep assistant; its arguments are the graph input.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+class MCPEndpoint:
+    """The ASGI endpoint behind /mcp; its session manager lives as long as the app's lifespan."""
+
+    def __init__(self, *, max_body_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
+        self.manager: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        # a manager runs once: a fresh one per lifespan (tests open an app more than once)
+        manager = StreamableHTTPSessionManager(
+            build_server(),
+            stateless=True,
+            json_response=True,
+            max_request_body_size=self.max_body_bytes,
+        )
+        async with manager.run():
+            self.manager = manager
+            try:
+                yield
+            finally:
+                self.manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self.manager
+        state = scope["app"].state.graphkeep
+        if manager is None or shared.switched_off(state, shared.DISABLE_MCP):
+            await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
+            return
+        await manager.handle_request(scope, receive, send)
+
+
+def wrap_lifespan(
+    inner: Callable[[Any], contextlib.AbstractAsyncContextManager[Any]],
+    endpoint: MCPEndpoint,
+) -> Callable[[Any], contextlib.AbstractAsyncContextManager[Any]]:
+    """The app's lifespan with the MCP session manager running inside it."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        async with inner(app) as value, endpoint.running():
+            yield value
+
+    return lifespan
