@@ -10,6 +10,7 @@ nothing is kept in memory: any replica answers any request.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -69,6 +70,26 @@ _ASSISTANT = "graphkeep.protocols.assistant_id"
 # How long tasks/cancel waits for the run to stop before answering with its state then
 _CANCEL_WAIT_SECONDS = 30.0
 _MODES = ["text/plain", "application/json"]
+
+
+# The SDK's dispatcher logs every client mistake: a warning per error answer and a traceback
+# for a frame it cannot parse, both quoting what the client sent. Those are the client's
+# errors (answered with the protocol's error object), not the server's, and logs never carry
+# request content; an unexpected failure (an ERROR with another message) still gets through.
+_CLIENT_MISTAKES = frozenset(
+    {"Failed to validate base JSON-RPC request", "Failed to parse request params"}
+)
+
+
+class _QuietClientMistakes(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR and record.msg not in _CLIENT_MISTAKES
+
+
+def quiet_sdk_logs() -> None:
+    sdk = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    if not any(isinstance(f, _QuietClientMistakes) for f in sdk.filters):
+        sdk.addFilter(_QuietClientMistakes())
 
 
 class _ContextBuilder(DefaultServerCallContextBuilder):
@@ -348,6 +369,7 @@ class A2AEndpoint:
     """POST /a2a/{assistant_id}: size check, caller, then the SDK's JSON-RPC dispatcher."""
 
     def __init__(self, *, max_message_bytes: int) -> None:
+        quiet_sdk_logs()
         self.max_message_bytes = max_message_bytes
         self.dispatcher = JsonRpcDispatcher(
             request_handler=GraphkeepRequestHandler(),
