@@ -164,19 +164,38 @@ class MCPEndpoint:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        # a manager runs once: a fresh one per lifespan (tests open an app more than once)
+        """Run a session manager while the app runs (a manager runs once: a new one each time).
+
+        Its anyio task group lives in a task of its own: a lifespan may be entered and left
+        in different tasks (pytest-asyncio fixtures do), a task group may not."""
         manager = StreamableHTTPSessionManager(
             build_server(),
             stateless=True,
             json_response=True,
             max_request_body_size=self.max_body_bytes,
         )
-        async with manager.run():
-            self.manager = manager
-            try:
-                yield
-            finally:
-                self.manager = None
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def serve() -> None:
+            async with manager.run():
+                self.manager = manager
+                started.set()
+                try:
+                    await stop.wait()
+                finally:
+                    self.manager = None
+
+        task = asyncio.create_task(serve(), name="gk-mcp-sessions")
+        ready = asyncio.create_task(started.wait())
+        await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if task.done():
+            task.result()  # it failed to start: say why
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self.manager

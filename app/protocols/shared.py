@@ -7,7 +7,6 @@ only ever sees and runs its own assistants (and the per-graph system assistants)
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,21 +16,18 @@ from app.assistants.schemas import AssistantSearch
 from app.assistants.service import get_assistant, resolve_assistant_id, search_assistants
 from app.auth.principal import Principal
 from app.errors import NotFound, ValidationFailed
+from app.graphs.config import DISABLE_A2A as DISABLE_A2A  # re-exported for mcp / a2a
+from app.graphs.config import DISABLE_MCP as DISABLE_MCP
 from app.runs.schemas import RunCreate
 from app.runs.service import RunService
 from app.state import AppState
 from app.threads.schemas import Thread
 from app.threads.service import find_thread, parse_thread_id
 
-log = logging.getLogger(__name__)
-
 JSONObject = dict[str, Any]
 # Keys of a run's output that are not graph state (RunService.wait_output)
 ERROR_KEY = "__error__"
 INTERRUPT_KEY = "__interrupt__"
-# langgraph.json `http` switches (the official server's names)
-DISABLE_MCP = "disable_mcp"
-DISABLE_A2A = "disable_a2a"
 _PAGE = 1000
 
 
@@ -62,8 +58,7 @@ async def caller_of(request: Request) -> Caller:
 
 def switched_off(state: AppState, key: str) -> bool:
     """Whether langgraph.json's `http.<key>` is true (e.g. `http.disable_mcp`)."""
-    http = state.graphs.config.raw.get("http")
-    return isinstance(http, dict) and http.get(key) is True
+    return bool(state.graphs.config.http_flag(key))
 
 
 async def list_assistants(caller: Caller) -> list[JSONObject]:
