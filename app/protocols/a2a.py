@@ -56,6 +56,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app import __version__
+from app.assistants.service import resolve_assistant_id
 from app.errors import AppError, NotFound, ValidationFailed
 from app.protocols import shared
 from app.protocols.a2a_tasks import MessageInput, echo_user_message, ended_task, task_of
@@ -102,22 +103,24 @@ class _ContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-async def _target(context: ServerCallContext) -> tuple[Caller, JSONObject]:
+def _target(context: ServerCallContext) -> tuple[Caller, str]:
+    """The caller and the path's assistant id, resolved without a query: the run service
+    checks that the tenant may run it, and a task of another assistant is not found."""
     caller: Caller = context.state[_CALLER]
     assistant_id: str = context.state[_ASSISTANT]
     try:
-        return caller, await shared.find_assistant(caller, assistant_id)
-    except NotFound:
+        return caller, resolve_assistant_id(assistant_id, graphs=caller.state.graphs)
+    except ValidationFailed:
         raise InvalidParamsError(message=f"Assistant '{assistant_id}' not found") from None
 
 
-async def _run_of(caller: Caller, assistant: JSONObject, task_id: str) -> JSONObject:
+async def _run_of(caller: Caller, assistant_id: str, task_id: str) -> JSONObject:
     """The run behind a task id of this assistant, or TaskNotFoundError."""
     try:
         run = await caller.runs.get(tenant_id=caller.tenant_id, thread_id=None, run_id=task_id)
     except (NotFound, ValidationFailed):
         raise TaskNotFoundError(message=f"Task {task_id} not found") from None
-    if run["assistant_id"] != assistant["assistant_id"]:
+    if run["assistant_id"] != assistant_id:
         raise TaskNotFoundError(message=f"Task {task_id} not found")
     return run
 
@@ -136,14 +139,14 @@ class GraphkeepRequestHandler(RequestHandler):
     async def _start(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> tuple[Caller, JSONObject, Message]:
-        caller, assistant = await _target(context)
+        caller, assistant_id = _target(context)
         if not params.HasField("message"):
             raise InvalidParamsError(message="params.message is required")
         message = params.message
         said = MessageInput(message)
         thread_id = message.context_id or None
         if message.task_id:
-            prior = await _run_of(caller, assistant, message.task_id)
+            prior = await _run_of(caller, assistant_id, message.task_id)
             if thread_id is not None and thread_id != prior["thread_id"]:
                 raise InvalidParamsError(message="taskId belongs to another contextId")
             thread_id = prior["thread_id"]
@@ -163,12 +166,12 @@ class GraphkeepRequestHandler(RequestHandler):
         try:
             run = await shared.start_run(
                 caller,
-                assistant_id=assistant["assistant_id"],
+                assistant_id=assistant_id,
                 thread_id=thread_id or new_thread_id(),
                 input=None if command is not None else said.graph_input(),
                 command=command,
             )
-        except AppError as exc:
+        except AppError as exc:  # e.g. "Thread or assistant not found." (or another tenant's)
             raise InvalidParamsError(message=exc.detail) from None
         return caller, run, echo_user_message(message, run)
 
@@ -195,8 +198,8 @@ class GraphkeepRequestHandler(RequestHandler):
         yield TaskStatusUpdateEvent(**ids, status=task.status)
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
-        caller, assistant = await _target(context)
-        run = await _run_of(caller, assistant, params.id)
+        caller, assistant_id = _target(context)
+        run = await _run_of(caller, assistant_id, params.id)
         if run["status"] == "pending":
             return task_of(run, state=TaskState.TASK_STATE_SUBMITTED)
         if run["status"] == "running":
@@ -209,8 +212,8 @@ class GraphkeepRequestHandler(RequestHandler):
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
-        caller, assistant = await _target(context)
-        run = await _run_of(caller, assistant, params.id)
+        caller, assistant_id = _target(context)
+        run = await _run_of(caller, assistant_id, params.id)
         if run["status"] not in ACTIVE_STATUSES:
             raise TaskNotCancelableError(message=f"Task {params.id} has already ended")
         try:

@@ -34,6 +34,7 @@ from starlette.types import Receive, Scope, Send
 
 from app import __version__
 from app.assistants.introspection import get_schemas
+from app.assistants.service import system_assistant_id
 from app.errors import AppError, ValidationFailed
 from app.protocols import shared
 from app.protocols.shared import Caller, JSONObject
@@ -45,10 +46,17 @@ _MAX_NAME = 128
 _ANY_OBJECT: JSONObject = {"type": "object"}
 
 
+def _is_system(assistant: JSONObject) -> bool:
+    return bool(assistant["assistant_id"] == system_assistant_id(str(assistant["graph_id"])))
+
+
 def tool_names(assistants: list[JSONObject]) -> dict[str, JSONObject]:
-    """Tool name -> assistant: the name made MCP-safe, unique by an id suffix when taken."""
+    """Tool name -> assistant: the name made MCP-safe, unique by an id suffix when taken.
+
+    The per-graph system assistants come first, so a graph id always names its graph's
+    default assistant (tools/call resolves those without listing)."""
     names: dict[str, JSONObject] = {}
-    for assistant in assistants:
+    for assistant in sorted(assistants, key=lambda a: not _is_system(a)):
         base = _UNSAFE.sub("_", str(assistant["name"]))[:_MAX_NAME] or "assistant"
         name = base
         if name in names:
@@ -113,16 +121,19 @@ def _thread_id(params: types.CallToolRequestParams) -> str | None:
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     caller = await _caller(ctx)
-    tools = tool_names(await shared.list_assistants(caller))
-    assistant = tools.get(params.name)
-    if assistant is None:
-        # another tenant's assistant is as unknown as one that does not exist
-        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+    if caller.state.graphs.has(params.name):
+        assistant_id = system_assistant_id(params.name)
+    else:
+        assistant = tool_names(await shared.list_assistants(caller)).get(params.name)
+        if assistant is None:
+            # another tenant's assistant is as unknown as one that does not exist
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        assistant_id = assistant["assistant_id"]
     try:
         thread_id = _thread_id(params)
         run = await shared.start_run(
             caller,
-            assistant_id=assistant["assistant_id"],
+            assistant_id=assistant_id,
             thread_id=thread_id,
             input=params.arguments or {},
         )
