@@ -3,7 +3,7 @@
 A task is a run (task id = run id), a context is a thread (context id = thread id). Text parts
 become one human message of the graph's `messages` input and object data parts are merged into
 the input, as langgraph-api does; a message to an interrupted thread resumes it
-(`Command(resume=...)`) with its data (an object) or else its text.
+(`Command(resume=...)`) with a data part's `resume` value, else its text, else its data.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class MessageInput:
     """What one A2A message says: its text and its merged object data parts."""
 
     def __init__(self, message: Message) -> None:
+        self.message_id = message.message_id
         texts: list[str] = []
         data: JSONObject = {}
         has_data = False
@@ -91,14 +92,19 @@ class MessageInput:
         """The graph input: the text as a human message, data parts merged in."""
         graph_input: JSONObject = dict(self.data)
         if self.has_text:
-            human = {"role": "user", "content": self.text}
+            human = {"role": "human", "content": self.text}
+            if self.message_id:
+                human["id"] = self.message_id
             messages = graph_input.get("messages")
             graph_input["messages"] = [*messages, human] if isinstance(messages, list) else [human]
         return graph_input
 
     def resume_value(self) -> Any:
-        """The answer to an interrupt: the data (an object), else the text."""
-        return self.data if self.has_data else self.text
+        """The answer to an interrupt: a data part's `resume` (as langgraph-api reads it),
+        else the text, else the data parts' object."""
+        if "resume" in self.data:
+            return self.data["resume"]
+        return self.text if self.has_text else self.data
 
 
 def _agent_message(run: JSONObject, parts: list[Part]) -> Message:

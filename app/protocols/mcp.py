@@ -44,6 +44,23 @@ THREAD_META_KEY = "thread_id"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 128
 _ANY_OBJECT: JSONObject = {"type": "object"}
+_LANGCHAIN_MESSAGES = frozenset(
+    f"{kind}{chunk}"
+    for kind in ("AI", "Human", "Chat", "System", "Function", "Tool")
+    for chunk in ("Message", "MessageChunk")
+)
+_LANGCHAIN_DEFS = _LANGCHAIN_MESSAGES | {
+    "ToolCall",
+    "ToolCallChunk",
+    "InvalidToolCall",
+    "UsageMetadata",
+    "InputTokenDetails",
+    "OutputTokenDetails",
+}
+# a graph run may write anything and reach anything: nothing to promise an MCP client
+_ANNOTATIONS = types.ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+)
 
 
 def _is_system(assistant: JSONObject) -> bool:
@@ -73,6 +90,35 @@ async def _caller(ctx: Any) -> Caller:
     return await shared.caller_of(request)
 
 
+def simplify_messages_schema(schema: JSONObject) -> JSONObject:
+    """A `messages` list of LangChain message types becomes a string (the user's message), as
+    langgraph-api does: an LLM can fill that in, and add_messages turns it into a human
+    message. The LangChain definitions it no longer refers to are dropped."""
+    defs = schema.get("$defs")
+    if not isinstance(defs, dict) or not set(defs) & _LANGCHAIN_MESSAGES:
+        return schema
+    properties = dict(schema.get("properties") or {})
+    for key, prop in properties.items():
+        items = prop.get("items") if isinstance(prop, dict) else None
+        options = (
+            (items.get("oneOf") or items.get("anyOf") or []) if isinstance(items, dict) else []
+        )
+        refs = {str(o.get("$ref", "")).removeprefix("#/$defs/") for o in options}
+        if prop.get("type") == "array" and refs & _LANGCHAIN_MESSAGES:
+            properties[key] = {
+                "type": "string",
+                "title": prop.get("title", key),
+                "description": "The user message to send to the agent.",
+            }
+    kept = {k: v for k, v in defs.items() if k not in _LANGCHAIN_DEFS}
+    out = {**schema, "properties": properties}
+    if kept:
+        out["$defs"] = kept
+    else:
+        out.pop("$defs", None)
+    return out
+
+
 async def _input_schema(caller: Caller, assistant: JSONObject) -> JSONObject:
     schemas = await get_schemas(
         caller.state.engine,
@@ -84,7 +130,7 @@ async def _input_schema(caller: Caller, assistant: JSONObject) -> JSONObject:
     # MCP requires an object schema at the root (a graph without one takes any object)
     if not isinstance(schema, dict) or schema.get("type") not in (None, "object"):
         return dict(_ANY_OBJECT)
-    return {"type": "object", **schema}
+    return {"type": "object", **simplify_messages_schema(schema)}
 
 
 async def list_tools(
@@ -99,6 +145,7 @@ async def list_tools(
                 title=str(assistant["name"]),
                 description=shared.graph_description(caller, assistant),
                 input_schema=await _input_schema(caller, assistant),
+                annotations=_ANNOTATIONS,
                 _meta={"assistant_id": assistant["assistant_id"]},
             )
         )

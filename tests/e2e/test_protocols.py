@@ -130,10 +130,12 @@ async def test_mcp_lists_and_calls_the_tenants_assistants(server: Server) -> Non
         tools = {t.name: t for t in (await session.list_tools()).tools}
         assert {"agent", "approval", "steps", "acme-secret"} <= set(tools)
         assert tools["agent"].description == "Echoes the last human message"
-        assert "messages" in tools["agent"].input_schema["properties"]
+        # a list of LangChain messages is offered as the user's message (langgraph-api does so)
+        assert tools["agent"].input_schema["properties"]["messages"]["type"] == "string"
+        assert "$defs" not in tools["agent"].input_schema
         assert tools["approval"].input_schema["type"] == "object"
 
-        said = await session.call_tool("agent", {"messages": [{"role": "user", "content": "hi"}]})
+        said = await session.call_tool("agent", {"messages": "hi"})
         assert not said.is_error
         assert said.structured_content["messages"][-1]["content"] == "You said: hi"
         assert "You said: hi" in said.content[0].text
@@ -264,7 +266,9 @@ async def test_a2a_interrupt_then_answer(server: Server) -> None:
         assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         assert task.status.message.parts[0].text == "Approve this action?"
 
-        answer = _message(data={"approved": True}, context_id=task.context_id, task_id=task.id)
+        answer = _message(
+            data={"resume": {"approved": True}}, context_id=task.context_id, task_id=task.id
+        )
         [done] = await _send(http, card, answer, streaming=False)
         assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
         assert done.task.context_id == task.context_id
