@@ -30,7 +30,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from app import __version__
 from app.assistants.introspection import get_schemas
@@ -41,6 +41,7 @@ from app.protocols.shared import Caller, JSONObject
 
 MCP_PATH = "/mcp"
 THREAD_META_KEY = "thread_id"
+_STARTED = "graphkeep.protocols.mcp_runs"  # (caller, run) started by this HTTP request
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 128
 _ANY_OBJECT: JSONObject = {"type": "object"}
@@ -186,10 +187,12 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         )
     except AppError as exc:
         return _tool_error(exc.detail)
+    # MCPEndpoint cancels it if the client goes away before the answer
+    ctx.request.scope["state"].setdefault(_STARTED, []).append((caller, run))
     try:
         output = await shared.run_output(caller, run)
     except asyncio.CancelledError:
-        # the client cancelled or went away: so does its run
+        # the client cancelled or the server is stopping: so does the run
         caller.state.spawn(shared.cancel_quietly(caller, run), name="gk-mcp-cancel")
         raise
     if shared.ERROR_KEY in output:
@@ -261,7 +264,46 @@ class MCPEndpoint:
         if manager is None or shared.switched_off(state, shared.DISABLE_MCP):
             await JSONResponse({"detail": "Not Found"}, status_code=404)(scope, receive, send)
             return
-        await manager.handle_request(scope, receive, send)
+        await self._serve(manager, state, scope, receive, send)
+
+    async def _serve(
+        self,
+        manager: StreamableHTTPSessionManager,
+        state: Any,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Serve the request; if the client goes away first, cancel the runs it started.
+
+        A stateless JSON answer has nothing else to notice it (a `notifications/cancelled`
+        could not reach the request it names), and a graph may run for long."""
+        started: list[tuple[Caller, JSONObject]] = []
+        scope.setdefault("state", {})[_STARTED] = started
+        body_read = asyncio.Event()
+
+        async def reading() -> Message:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body"):
+                body_read.set()
+            return message
+
+        async def disconnected() -> None:
+            await body_read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        handler = asyncio.ensure_future(manager.handle_request(scope, reading, send))
+        watcher = asyncio.ensure_future(disconnected())
+        try:
+            await asyncio.wait({handler, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+        if not handler.done():
+            # ended runs are left alone by cancel_quietly
+            for caller, run in started:
+                state.spawn(shared.cancel_quietly(caller, run), name="gk-mcp-disconnect")
+        await handler
 
 
 def wrap_lifespan(

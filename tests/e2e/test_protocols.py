@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -370,3 +371,23 @@ def test_a2a_bad_input_gets_protocol_errors(server: Server) -> None:
         "params": {"message": {**send["params"]["message"], "contextId": "nope"}},
     }  # type: ignore[index]
     assert _rpc(server, "agent", bad_context)["error"]["code"] == -32602
+
+
+def test_mcp_client_gone_cancels_its_run(server: Server) -> None:
+    """A stateless JSON answer has no stream to notice a cancel on: the server watches the
+    connection, and a client that goes away takes its run with it."""
+    thread = str(uuid.uuid4())
+    params = {"name": "steps", "arguments": {"sleep": 20}, "_meta": {"thread_id": thread}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {**ACME, "Accept": "application/json, text/event-stream"}
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(f"{server.url}/mcp", json=body, headers=headers, timeout=1.0)
+    deadline = time.monotonic() + 10
+    status = None
+    while time.monotonic() < deadline:
+        runs = httpx.get(f"{server.url}/threads/{thread}/runs", headers=ACME).json()
+        status = runs[0]["status"] if runs else None
+        if status == "interrupted":
+            break
+        time.sleep(0.2)
+    assert status == "interrupted"
