@@ -24,17 +24,22 @@ from a2a.types import (
     AgentCard,
     AgentInterface,
     AgentSkill,
+    APIKeySecurityScheme,
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    HTTPAuthSecurityScheme,
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
     ListTasksResponse,
     Message,
+    SecurityRequirement,
+    SecurityScheme,
     SendMessageRequest,
+    StringList,
     SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
@@ -296,8 +301,27 @@ def _skill(caller: Caller, assistant: JSONObject, skill_id: str) -> AgentSkill:
     )
 
 
+def _security(caller: Caller) -> dict[str, Any]:
+    """The card's auth: the REST API's own (a bearer JWT or API key, or an API key header)."""
+    if caller.state.settings.auth == "none":
+        return {}
+    schemes = {
+        "bearer": SecurityScheme(
+            http_auth_security_scheme=HTTPAuthSecurityScheme(
+                scheme="Bearer", bearer_format="JWT or gk_ API key"
+            )
+        ),
+        "apiKey": SecurityScheme(
+            api_key_security_scheme=APIKeySecurityScheme(location="header", name="x-api-key")
+        ),
+    }
+    either = [SecurityRequirement(schemes={name: StringList()}) for name in schemes]
+    return {"security_schemes": schemes, "security_requirements": either}
+
+
 def agent_card(caller: Caller, assistant: JSONObject, base_url: str) -> AgentCard:
     return AgentCard(
+        **_security(caller),
         name=str(assistant["name"]),
         description=shared.graph_description(caller, assistant),
         version=__version__,
@@ -320,6 +344,7 @@ def service_card(caller: Caller, assistants: list[JSONObject], base_url: str) ->
         for a in assistants
     ]
     return AgentCard(
+        **_security(caller),
         name="graphkeep",
         description="graphkeep assistants; each one is an A2A agent at /a2a/{assistant_id}",
         version=__version__,

@@ -42,6 +42,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from app.assistants.service import system_assistant_id
 from tests.authkit import AUDIENCE, HS_SECRET, ISSUER, bearer, claims, hs_token
 from tests.conftest import create_pg_database, drop_pg_database
 from tests.e2e.api_server import ROOT, clean_env, free_port, graphkeep
@@ -229,9 +230,12 @@ async def test_a2a_card_send_and_stream_in_one_context(server: Server) -> None:
     async with httpx.AsyncClient(headers={**ACME, **A2A_V1}, timeout=30) as http:
         card = await _card(http, server.url, "agent")
         assert card.name == "agent" and card.capabilities.streaming
-        assert card.supported_interfaces[0].url.endswith(
-            "/a2a/" + card.supported_interfaces[0].url.rsplit("/", 1)[-1]
-        )
+        assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
+        endpoint = f"{server.url}/a2a/{system_assistant_id('agent')}"
+        assert {(i.url, i.protocol_version) for i in card.supported_interfaces} == {
+            (endpoint, "1.0"),
+            (endpoint, "0.3"),
+        }
 
         [first] = await _send(http, card, _message("hello"), streaming=False)
         task = first.task
