@@ -15,7 +15,7 @@ from starlette.requests import Request
 from app.assistants.schemas import AssistantSearch
 from app.assistants.service import get_assistant, resolve_assistant_id, search_assistants
 from app.auth.principal import Principal
-from app.errors import NotFound, ValidationFailed
+from app.errors import Conflict, NotFound, ValidationFailed
 from app.graphs.config import DISABLE_A2A as DISABLE_A2A  # re-exported for mcp / a2a
 from app.graphs.config import DISABLE_MCP as DISABLE_MCP
 from app.runs.schemas import RunCreate
@@ -126,11 +126,17 @@ async def start_run(
         input=input,
         command=command,
         if_not_exists="create" if thread_id is not None else None,
+        multitask_strategy="enqueue",  # a turn during a turn waits for it
         metadata={"protocol": "graphkeep.protocols"},
     )
-    return await caller.runs.create(
-        principal=caller.principal, thread_id=thread_id, payload=payload, headers=caller.headers
-    )
+    try:
+        return await caller.runs.create(
+            principal=caller.principal, thread_id=thread_id, payload=payload, headers=caller.headers
+        )
+    except Conflict:
+        # With `enqueue` the one conflict is a thread id taken by another tenant: it is as
+        # missing to this caller as any other tenant's resource (no hint that it exists).
+        raise NotFound(f"Thread '{thread_id}' not found") from None
 
 
 async def run_output(caller: Caller, run: JSONObject, *, from_start: bool = True) -> JSONObject:

@@ -173,11 +173,15 @@ async def test_mcp_lists_and_calls_the_tenants_assistants(server: Server) -> Non
 
 
 async def test_mcp_is_tenant_scoped(server: Server) -> None:
+    acme_thread = httpx.post(f"{server.url}/threads", json={}, headers=ACME).json()["thread_id"]
+
     async def calls(session: ClientSession) -> None:
         names = {t.name for t in (await session.list_tools()).tools}
         assert "acme-secret" not in names and "agent" in names
         with pytest.raises(MCPError):
             await session.call_tool("acme-secret", {"messages": []})
+        other = await session.call_tool("agent", {"messages": "x"}, meta={"thread_id": acme_thread})
+        assert other.is_error and "not found" in other.content[0].text
 
     await _mcp(server.url, GLOBEX, calls)
     anonymous = httpx.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
@@ -325,6 +329,13 @@ async def test_a2a_is_tenant_scoped(server: Server) -> None:
         client = ClientFactory(ClientConfig(httpx_client=http)).create(agent)
         with pytest.raises(TaskNotFoundError):
             await client.get_task(GetTaskRequest(id=mine.task.id))
+        # acme's context (thread) is not globex's to continue
+        with pytest.raises(InvalidParamsError, match="not found"):
+            await _send(
+                http, agent, _message("x", context_id=mine.task.context_id), streaming=False
+            )
+    state = httpx.get(f"{server.url}/threads/{mine.task.context_id}/state", headers=ACME).json()
+    assert [m["content"] for m in state["values"]["messages"]] == ["x", "You said: x"]
     assert httpx.get(f"{server.url}/.well-known/agent-card.json").status_code == 401
 
 
