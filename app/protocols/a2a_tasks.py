@@ -25,22 +25,9 @@ from google.protobuf import json_format, struct_pb2
 from app.protocols import shared
 from app.protocols.shared import JSONObject
 
-# run status -> task state, for a run that is still going or did not succeed
-_RUN_STATES = {
-    "pending": TaskState.TASK_STATE_SUBMITTED,
-    "running": TaskState.TASK_STATE_WORKING,
-    "error": TaskState.TASK_STATE_FAILED,
-    "timeout": TaskState.TASK_STATE_FAILED,
-    "interrupted": TaskState.TASK_STATE_CANCELED,  # a cancel stops a run as `interrupted`
-}
-TERMINAL_STATES = frozenset(
-    {
-        TaskState.TASK_STATE_COMPLETED,
-        TaskState.TASK_STATE_FAILED,
-        TaskState.TASK_STATE_CANCELED,
-        TaskState.TASK_STATE_REJECTED,
-    }
-)
+# a stopped run (a cancel ends a run as `interrupted`) and a failed one, whatever the output
+_CANCELLED_STATUS = "interrupted"
+_FAILED_STATUSES = frozenset({"error", "timeout"})
 
 
 def _value(data: Any) -> struct_pb2.Value:
@@ -166,16 +153,14 @@ def task_of(
 
 
 def ended_task(run: JSONObject, output: JSONObject, history: list[Message] | None) -> Task:
-    """The task of a run that has finished with `output` (run_output / thread output)."""
+    """The task of a run that has finished with `output` (run_output / thread output): its
+    state comes from the run's status, its messages and artifacts from the output."""
     status = run.get("status")
-    if status in _RUN_STATES and status not in ("pending", "running"):
-        return task_of(run, state=_RUN_STATES[status], output=None, history=history)
+    if status == _CANCELLED_STATUS:
+        return task_of(run, state=TaskState.TASK_STATE_CANCELED, history=history)
+    if status in _FAILED_STATUSES and shared.ERROR_KEY not in output:
+        output = {shared.ERROR_KEY: {"error": status, "message": f"the run ended in {status}"}}
     return task_of(run, state=TaskState.TASK_STATE_COMPLETED, output=output, history=history)
-
-
-def state_of_run(status: str) -> Any:
-    """The task state of a run that has not succeeded (None for `success`)."""
-    return _RUN_STATES.get(status)
 
 
 def echo_user_message(message: Message, run: JSONObject) -> Message:

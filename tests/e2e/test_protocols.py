@@ -163,6 +163,9 @@ async def test_mcp_lists_and_calls_the_tenants_assistants(server: Server) -> Non
             "You said: two",
         ]
 
+        failed = await session.call_tool("failing", {"tag": "t"})
+        assert failed.is_error and "boom: t" in failed.content[0].text
+
         bad_thread = await session.call_tool("agent", {}, meta={"thread_id": "not-a-uuid"})
         assert bad_thread.is_error and "not a valid UUID" in bad_thread.content[0].text
         with pytest.raises(MCPError) as unknown:
@@ -286,6 +289,17 @@ async def test_a2a_interrupt_then_answer(server: Server) -> None:
         # the finished task takes no more messages
         with pytest.raises(UnsupportedOperationError):
             await _send(http, card, _message("more", task_id=done.task.id), streaming=False)
+
+
+async def test_a2a_failed_run_is_a_failed_task(server: Server) -> None:
+    async with httpx.AsyncClient(headers={**ACME, **A2A_V1}, timeout=30) as http:
+        card = await _card(http, server.url, "failing")
+        [failed] = await _send(http, card, _message(data={"tag": "t"}), streaming=False)
+        assert failed.task.status.state == TaskState.TASK_STATE_FAILED
+        assert "boom: t" in failed.task.status.message.parts[0].text
+        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+        got = await client.get_task(GetTaskRequest(id=failed.task.id))
+        assert got.status.state == TaskState.TASK_STATE_FAILED
 
 
 async def test_a2a_cancel_a_long_task(server: Server) -> None:
