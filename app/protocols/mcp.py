@@ -12,7 +12,7 @@ scoped to that caller's tenant.
   by `_meta.thread_id` (created if missing). The output comes back as JSON text and as
   `structuredContent`; a failed run, a bad thread id or an unknown input is a tool error
   (`isError`), an unknown tool name a protocol error (-32602). A client that goes away
-  cancels its run.
+  before the answer cancels its run (MCPEndpoint watches the connection).
 """
 
 from __future__ import annotations
@@ -189,12 +189,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return _tool_error(exc.detail)
     # MCPEndpoint cancels it if the client goes away before the answer
     ctx.request.scope["state"].setdefault(_STARTED, []).append((caller, run))
-    try:
-        output = await shared.run_output(caller, run)
-    except asyncio.CancelledError:
-        # the client cancelled or the server is stopping: so does the run
-        caller.state.spawn(shared.cancel_quietly(caller, run), name="gk-mcp-cancel")
-        raise
+    # Cancelled here only when the server stops: the run goes on (another worker resumes it),
+    # as a REST runs/wait's does
+    output = await shared.run_output(caller, run)
     if shared.ERROR_KEY in output:
         return _tool_error(shared.error_text(output))
     text = orjson.dumps(output, option=orjson.OPT_NON_STR_KEYS).decode()
