@@ -100,3 +100,18 @@ class Settings(BaseSettings):
         le=65535,
         description="`graphkeep worker` serves Prometheus /metrics on this port (host: `host`).",
     )
+
+    # --- protocols (app/protocols/)
+    mcp_enabled: bool = Field(
+        True, description="Serve MCP at /mcp (langgraph.json `http.disable_mcp` also turns it off)."
+    )
+    a2a_enabled: bool = Field(
+        True,
+        description="Serve A2A at /a2a/{assistant_id} and the agent cards "
+        "(langgraph.json `http.disable_a2a` also turns it off).",
+    )
+    protocol_max_message_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest MCP or A2A request body; above it: the protocol's own error.",
+    )

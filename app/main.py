@@ -27,6 +27,7 @@ from app.db.engine import create_engine
 from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
+from app.protocols.routes import install_protocols
 from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
@@ -229,5 +230,6 @@ def create_app(settings: Settings) -> FastAPI:
             ops.router,
         ],
     )
+    install_protocols(app, settings)
     install_docs(app)  # last: a browser's few requests, matched after the API's
     return app

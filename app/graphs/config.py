@@ -15,6 +15,9 @@ from typing import Any
 from app.errors import InvalidInput
 
 JSONObject = dict[str, Any]
+# `http` switches of langgraph.json (the official server's names)
+DISABLE_MCP = "disable_mcp"
+DISABLE_A2A = "disable_a2a"
 
 
 class GraphConfigError(InvalidInput):
@@ -58,6 +61,11 @@ class ServerConfig:
     def checkpointer_ttl(self) -> JSONObject | None:
         ttl = self.checkpointer.get("ttl")
         return ttl if isinstance(ttl, dict) else None
+
+    def http_flag(self, name: str) -> bool:
+        """Whether the `http` section sets `name` to true (e.g. the official `disable_mcp`)."""
+        http = self.raw.get("http")
+        return isinstance(http, dict) and http.get(name) is True
 
 
 def parse_dotenv(text: str) -> dict[str, str]:
