@@ -20,6 +20,7 @@ from app.api.middleware import BodySizeLimitMiddleware
 from app.assistants.service import ensure_system_assistants
 from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
+from app.console.install import install_console
 from app.db.engine import create_engine
 from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
@@ -184,4 +185,6 @@ def create_app(settings: Settings) -> FastAPI:
             ops.router,
         ],
     )
+    if settings.console == "on":
+        install_console(app)
     return app

@@ -562,3 +562,26 @@ def copy_thread_rows(table: Any, tenant_id: str, source: str, target: str) -> In
         table.c.tenant_id == tenant_id, table.c.thread_id == source
     )
     return insert(table).from_select(names, source_rows)
+
+
+def select_tree_page(tenant_id: str, thread_id: str, *, before: str | None, limit: int) -> Any:
+    """Checkpoint headers of every namespace of a thread, newest first, no blob columns."""
+    stmt = select(
+        CP.checkpoint_ns, CP.checkpoint_id, CP.parent_checkpoint_id, CP.metadata, CP.created_at
+    ).where(CP.tenant_id == tenant_id, CP.thread_id == thread_id)
+    if before is not None:
+        stmt = stmt.where(CP.checkpoint_id < before)
+    return stmt.order_by(CP.checkpoint_id.desc(), CP.checkpoint_ns).limit(limit)
+
+
+def select_write_tasks(tenant_id: str, thread_id: str, checkpoint_ids: Sequence[str]) -> Any:
+    """The (namespace, checkpoint, task path) of the writes stored against some checkpoints."""
+    return (
+        select(WR.checkpoint_ns, WR.checkpoint_id, WR.task_path)
+        .where(
+            WR.tenant_id == tenant_id,
+            WR.thread_id == thread_id,
+            WR.checkpoint_id.in_(list(checkpoint_ids)),
+        )
+        .distinct()
+    )
