@@ -161,7 +161,7 @@ async def store_page(
         request,
         "store.html",
         principal,
-        prefix=".".join(labels),
+        ns_prefix=".".join(labels),
         crumbs=[".".join(labels[: i + 1]) for i in range(len(labels))],
         namespaces=[".".join(ns) for ns in namespaces],
         items=items[:PAGE_SIZE],
