@@ -33,7 +33,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.runs import prepare
 from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
 from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
-from app.runs.schemas import run_timing, RunCreate, new_run_id, run_json
+from app.runs.schemas import RunCreate, new_run_id, run_json, run_timing
 from app.threads import run_status
 
 if TYPE_CHECKING:
