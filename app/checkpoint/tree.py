@@ -15,10 +15,16 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.checkpoint.queries import select_tree_page, select_write_tasks
+from app.checkpoint.queries import (
+    select_subgraph_window,
+    select_tree_page,
+    select_write_tasks,
+)
 from app.db.dialect import reader
 
 MAX_TREE_PAGE = 1000
+# a page shows at most this many subgraph checkpoints of its time window
+MAX_SUBGRAPH_ROWS = 1000
 # langgraph's task path of a node run in a super-step: "~__pregel_pull, <node>"
 _PULL_PREFIX = "~__pregel_pull, "
 
@@ -53,17 +59,31 @@ async def tree_page(
     """One page of the tree (the caller has checked the thread belongs to the tenant)."""
     limit = max(1, min(limit, MAX_TREE_PAGE))
     async with reader(engine).connect() as conn:
-        rows = (
+        root = (
             await conn.execute(
                 select_tree_page(tenant_id, thread_id, before=before, limit=limit + 1)
             )
         ).all()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        parents = {r.parent_checkpoint_id for r in rows if r.parent_checkpoint_id}
+        more = len(root) > limit
+        root = root[:limit]
+        # subgraph checkpoints made while this page's root checkpoints were (same id window)
+        since = root[-1].checkpoint_id if more and root else None
+        nested = (
+            await conn.execute(
+                select_subgraph_window(
+                    tenant_id, thread_id, since=since, before=before, limit=MAX_SUBGRAPH_ROWS
+                )
+            )
+        ).all()
+        rows = [*root, *nested]
+        parents: dict[str, set[str]] = defaultdict(set)
+        for r in rows:
+            if r.parent_checkpoint_id:
+                parents[r.checkpoint_ns].add(r.parent_checkpoint_id)
         writers: dict[tuple[str, str], set[str]] = defaultdict(set)
-        if parents:
-            for w in await conn.execute(select_write_tasks(tenant_id, thread_id, sorted(parents))):
+        for ns, ids in sorted(parents.items()):
+            stmt = select_write_tasks(tenant_id, thread_id, ns, sorted(ids))
+            for w in await conn.execute(stmt):
                 name = _node_name(w.task_path or "")
                 if name is not None:
                     writers[(w.checkpoint_ns, w.checkpoint_id)].add(name)
@@ -86,4 +106,4 @@ async def tree_page(
                 writers=sorted(names) if source == "loop" else [],
             )
         )
-    return TreePage(nodes=nodes, next_before=rows[-1].checkpoint_id if more else None)
+    return TreePage(nodes=nodes, next_before=root[-1].checkpoint_id if more else None)
