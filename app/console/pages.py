@@ -123,7 +123,9 @@ async def interrupts(request: Request) -> HTMLResponse:
     found = await threads.search_threads(
         app_state(request).engine, tenant_id=principal.tenant_id, body=body
     )
-    return page(request, "interrupts.html", principal, threads=found.items)
+    # a thread paused by interrupt_before/after or a fork has no payload to answer
+    waiting = [thread for thread in found.items if thread.get("interrupts")]
+    return page(request, "interrupts.html", principal, threads=waiting)
 
 
 def _labels(text: str) -> tuple[str, ...]:
