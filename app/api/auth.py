@@ -32,6 +32,7 @@ from app.api.errors import is_database_unavailable
 from app.auth.apikeys import authenticate_api_key, looks_like_api_key
 from app.auth.console_session import (
     CONSOLE_PREFIX,
+    SESSION_ONLY_PATHS,
     is_console_path,
     is_public_console_path,
     session_token,
@@ -181,7 +182,7 @@ class AuthMiddleware:
             except Unauthorized:
                 await _redirect_to_sign_in(send)  # an expired session signs in again
                 return
-            if principal.read_only and is_write(method, path):
+            if principal.read_only and is_write(method, path) and path not in SESSION_ONLY_PATHS:
                 await _send_json(send, 403, READ_ONLY, {})
                 return
             scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = principal

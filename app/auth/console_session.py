@@ -22,6 +22,8 @@ CSRF_FIELD = "csrf_token"
 # reachable signed out: the sign-in form and the static assets it needs
 PUBLIC_CONSOLE_PATHS = frozenset({f"{CONSOLE_PREFIX}/login"})
 PUBLIC_CONSOLE_PREFIXES = (f"{CONSOLE_PREFIX}/static/",)
+# POSTs that change only the browser's session, which a read-only token may do too
+SESSION_ONLY_PATHS = frozenset({f"{CONSOLE_PREFIX}/logout"})
 _COOKIE_MAX = 16 * 1024
 
 

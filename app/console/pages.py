@@ -12,7 +12,7 @@ from app.assistants import introspection
 from app.assistants import service as assistants
 from app.assistants.schemas import AssistantSearch, AssistantVersionsSearch
 from app.auth.console_session import CONSOLE_PREFIX, SESSION_COOKIE
-from app.console.render import ConsoleRoute, app_state, error_page, form, page, principal_of
+from app.console.render import ConsoleRoute, PrincipalDep, app_state, error_page, form, page
 from app.errors import InvalidInput, Unauthorized
 from app.runs.overview import runs_overview
 from app.runs.schemas import RunCreate
@@ -64,14 +64,12 @@ async def root() -> RedirectResponse:
 
 
 @router.get(CONSOLE_PREFIX)
-async def overview(request: Request) -> HTMLResponse:
-    principal = await principal_of(request)
+async def overview(request: Request, principal: PrincipalDep) -> HTMLResponse:
     return page(request, "overview.html", principal, statuses=STATUSES, sorts=SORTS)
 
 
 @router.get(f"{CONSOLE_PREFIX}/partials/stats")
-async def stats(request: Request) -> HTMLResponse:
-    principal = await principal_of(request)
+async def stats(request: Request, principal: PrincipalDep) -> HTMLResponse:
     state = app_state(request)
     runs = await runs_overview(state.engine, tenant_id=principal.tenant_id)
     store_items = await count_items(state.engine, tenant_id=principal.tenant_id)
@@ -81,6 +79,7 @@ async def stats(request: Request) -> HTMLResponse:
 @router.get(f"{CONSOLE_PREFIX}/partials/threads")
 async def thread_list(
     request: Request,
+    principal: PrincipalDep,
     status: str = Query("", max_length=32),
     graph: str = Query("", max_length=255),
     metadata: str = Query("", max_length=MAX_SEARCH),
@@ -88,7 +87,6 @@ async def thread_list(
     order: str = Query("desc", max_length=4),
     page_no: int = Query(1, ge=1, le=100_000, alias="page"),
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     meta = parse_metadata(metadata) or {}
     if graph.strip():
         meta["graph_id"] = graph.strip()
@@ -117,8 +115,7 @@ async def thread_list(
 
 
 @router.get(f"{CONSOLE_PREFIX}/interrupts")
-async def interrupts(request: Request) -> HTMLResponse:
-    principal = await principal_of(request)
+async def interrupts(request: Request, principal: PrincipalDep) -> HTMLResponse:
     body = ThreadSearch(status="interrupted", limit=50, sort_by="updated_at", sort_order="desc")
     found = await threads.search_threads(
         app_state(request).engine, tenant_id=principal.tenant_id, body=body
@@ -138,12 +135,12 @@ def _labels(text: str) -> tuple[str, ...]:
 @router.get(f"{CONSOLE_PREFIX}/store")
 async def store_page(
     request: Request,
+    principal: PrincipalDep,
     prefix: str = Query("", max_length=MAX_SEARCH),
     query: str = Query("", max_length=MAX_SEARCH),
     filter_json: str = Query("", max_length=MAX_SEARCH, alias="filter"),
     page_no: int = Query(1, ge=1, le=10_000, alias="page"),
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     store = app_state(request).store.for_tenant(principal.tenant_id)
     labels = _labels(prefix)
     item_filter = parse_json(filter_json, "the filter") if filter_json.strip() else None
@@ -177,9 +174,8 @@ async def store_page(
 
 @router.get(f"{CONSOLE_PREFIX}/assistants")
 async def assistants_page(
-    request: Request, selected: str = Query("", max_length=255, alias="id")
+    request: Request, principal: PrincipalDep, selected: str = Query("", max_length=255, alias="id")
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     state = app_state(request)
     found = await assistants.search_assistants(
         state.engine,
@@ -257,9 +253,8 @@ def _graph_layout(drawing: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.post(f"{CONSOLE_PREFIX}/assistants/{{assistant_id}}/chat")
-async def chat(request: Request, assistant_id: str) -> HTMLResponse:
+async def chat(request: Request, principal: PrincipalDep, assistant_id: str) -> HTMLResponse:
     """Start a run of the assistant with one user message on a new thread."""
-    principal = await principal_of(request)
     fields = await form(request)
     text = fields.get("message", "").strip()
     if not text:
@@ -287,9 +282,8 @@ async def chat(request: Request, assistant_id: str) -> HTMLResponse:
 
 
 @router.get(f"{CONSOLE_PREFIX}/runs/{{run_id}}/stream")
-async def run_stream(request: Request, run_id: str) -> StreamingResponse:
+async def run_stream(request: Request, principal: PrincipalDep, run_id: str) -> StreamingResponse:
     """The run's stored and live events as SSE, for the chat pane's EventSource."""
-    principal = await principal_of(request)
     state = app_state(request)
     await state.runs.get(tenant_id=principal.tenant_id, thread_id=None, run_id=run_id)
 
@@ -335,8 +329,8 @@ async def login(request: Request) -> Response:
 
 
 @router.post(f"{CONSOLE_PREFIX}/logout")
-async def logout(request: Request) -> Response:
-    await form(request)
+async def logout(request: Request, principal: PrincipalDep) -> Response:
+    await form(request)  # a cross-site page cannot sign `principal` out
     response = RedirectResponse(f"{CONSOLE_PREFIX}/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=CONSOLE_PREFIX, httponly=True, samesite="strict")
     return response

@@ -7,10 +7,10 @@ import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 from fastapi.responses import HTMLResponse
 from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -77,13 +77,17 @@ def app_state(request: Request) -> AppState:
     return state
 
 
-async def principal_of(request: Request) -> Principal:
-    """The caller, resolved by the auth middleware exactly as for the API."""
+async def get_principal(request: Request) -> Principal:
+    """The caller, resolved by the auth middleware exactly as for the API (the console's
+    session cookie is its credential there)."""
     resolver = getattr(request.app.state, "resolve_principal", None)
     if resolver is None:
         return ANONYMOUS
     principal: Principal = await resolver(request)
     return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
 def _csrf(request: Request) -> tuple[str, bool]:

@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse
 from app.auth.console_session import CONSOLE_PREFIX
 from app.checkpoint.tree import tree_page
 from app.console.pages import parse_json
-from app.console.render import ConsoleRoute, app_state, form, page, principal_of
+from app.console.render import ConsoleRoute, PrincipalDep, app_state, form, page
 from app.console.tree_layout import layout
 from app.console.values import diff_values
 from app.errors import InvalidInput, NotFound
@@ -61,9 +61,11 @@ async def _state_at(
 
 @router.get(THREAD)
 async def thread_page(
-    request: Request, thread_id: str, new: str = Query("", max_length=MAX_ID)
+    request: Request,
+    principal: PrincipalDep,
+    thread_id: str,
+    new: str = Query("", max_length=MAX_ID),
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     state = app_state(request)
     thread = await threads.get_thread(
         state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
@@ -92,12 +94,12 @@ async def thread_page(
 @router.get(f"{THREAD}/tree")
 async def tree(
     request: Request,
+    principal: PrincipalDep,
     thread_id: str,
     before: str = Query("", max_length=MAX_ID),
     head: str = Query("", max_length=MAX_ID),
     new: str = Query("", max_length=MAX_ID),
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     state = app_state(request)
     thread = await threads.get_thread(
         state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
@@ -124,12 +126,12 @@ async def tree(
 @router.get(f"{THREAD}/checkpoints/{{checkpoint_id}}")
 async def checkpoint_detail(
     request: Request,
+    principal: PrincipalDep,
     thread_id: str,
     checkpoint_id: str,
     ns: str = Query("", max_length=255),
     parent: str = Query("", max_length=MAX_ID),
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     snapshot = await _state_at(request, principal.tenant_id, thread_id, checkpoint_id, ns)
     # the writes that produced this checkpoint are the results of its parent's tasks
     producing: list[Any] = []
@@ -153,12 +155,12 @@ async def checkpoint_detail(
 @router.get(f"{THREAD}/diff")
 async def diff(
     request: Request,
+    principal: PrincipalDep,
     thread_id: str,
     a: str = Query(..., max_length=MAX_ID),
     b: str = Query(..., max_length=MAX_ID),
     ns: str = Query("", max_length=255),
 ) -> HTMLResponse:
-    principal = await principal_of(request)
     first, second = sorted([_checkpoint_id(a), _checkpoint_id(b)])
     older = await _state_at(request, principal.tenant_id, thread_id, first, ns)
     newer = await _state_at(request, principal.tenant_id, thread_id, second, ns)
@@ -173,9 +175,8 @@ async def diff(
 
 
 @router.post(f"{THREAD}/fork")
-async def fork(request: Request, thread_id: str) -> Response:
+async def fork(request: Request, principal: PrincipalDep, thread_id: str) -> Response:
     """update_state at the chosen checkpoint, as the chosen node: a new branch."""
-    principal = await principal_of(request)
     fields = await form(request)
     checkpoint_id = _checkpoint_id(fields.get("checkpoint_id"))
     values = parse_json(fields.get("values", "") or "null", "the values")
@@ -204,9 +205,8 @@ async def _graph_of(request: Request, tenant_id: str, thread_id: str) -> str:
 
 
 @router.post(f"{THREAD}/replay")
-async def replay(request: Request, thread_id: str) -> Response:
+async def replay(request: Request, principal: PrincipalDep, thread_id: str) -> Response:
     """A run from the chosen checkpoint: the nodes after it execute again."""
-    principal = await principal_of(request)
     fields = await form(request)
     checkpoint_id = _checkpoint_id(fields.get("checkpoint_id"))
     graph_id = await _graph_of(request, principal.tenant_id, thread_id)
@@ -220,9 +220,8 @@ async def replay(request: Request, thread_id: str) -> Response:
 
 
 @router.post(f"{THREAD}/resume")
-async def resume(request: Request, thread_id: str) -> Response:
+async def resume(request: Request, principal: PrincipalDep, thread_id: str) -> Response:
     """Answer the thread's interrupt: a run with Command(resume=<the JSON given>)."""
-    principal = await principal_of(request)
     fields = await form(request)
     value = parse_json(fields.get("resume", ""), "the answer")
     graph_id = await _graph_of(request, principal.tenant_id, thread_id)
@@ -236,9 +235,8 @@ async def resume(request: Request, thread_id: str) -> Response:
 
 
 @router.post(f"{THREAD}/delete")
-async def delete(request: Request, thread_id: str) -> Response:
+async def delete(request: Request, principal: PrincipalDep, thread_id: str) -> Response:
     """Delete the thread (its active runs are cancelled first, as the API does)."""
-    principal = await principal_of(request)
     fields = await form(request)
     if fields.get("confirm") != thread_id:
         raise InvalidInput("type the thread id to confirm the delete")
@@ -265,8 +263,7 @@ async def delete(request: Request, thread_id: str) -> Response:
 
 
 @router.get(f"{THREAD}/runs")
-async def runs_partial(request: Request, thread_id: str) -> HTMLResponse:
-    principal = await principal_of(request)
+async def runs_partial(request: Request, principal: PrincipalDep, thread_id: str) -> HTMLResponse:
     runs = await app_state(request).runs.list_runs(
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
@@ -279,8 +276,9 @@ async def runs_partial(request: Request, thread_id: str) -> HTMLResponse:
 
 
 @router.get(f"{THREAD}/runs/{{run_id}}/events")
-async def run_events(request: Request, thread_id: str, run_id: str) -> HTMLResponse:
-    principal = await principal_of(request)
+async def run_events(
+    request: Request, principal: PrincipalDep, thread_id: str, run_id: str
+) -> HTMLResponse:
     state = app_state(request)
     run = await state.runs.get(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
     events = await state.runs.hub.stored(run["run_id"], tenant_id=principal.tenant_id)

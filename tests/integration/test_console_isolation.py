@@ -165,6 +165,8 @@ async def test_console_sign_in_csrf_and_read_only(db_url: str) -> None:
                 data={"confirm": thread, "csrf_token": CSRF},
             )
             assert forced.status_code == 403
+            out = await reader.post("/console/logout", data={"csrf_token": CSRF})
+            assert out.status_code == 303  # a read-only session may still sign out
         assert (await t.a.get(f"/threads/{thread}")).status_code == 200
 
 
