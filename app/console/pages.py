@@ -323,7 +323,12 @@ async def login(request: Request) -> Response:
         return page(request, "login.html", None, status_code=401, error="that token is not valid")
     response = RedirectResponse(CONSOLE_PREFIX, status_code=303)
     response.set_cookie(
-        SESSION_COOKIE, token, path=CONSOLE_PREFIX, httponly=True, samesite="strict"
+        SESSION_COOKIE,
+        token,
+        path=CONSOLE_PREFIX,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",  # behind TLS the cookie never goes out in clear
     )
     return response
 
