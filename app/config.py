@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(
         default_factory=list, description="Allowed CORS origins; none by default."
     )
+    console: Literal["on", "off"] = Field(
+        "on", description="The built-in web console at /console (and `/` redirecting to it)."
+    )
     log_format: Literal["text", "json"] = Field("text", description="Log format.")
     log_level: str = Field("INFO", description="Root log level.")
 

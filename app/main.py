@@ -15,14 +15,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import __version__
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
 from app.api.auth import install_auth
-from app.api.docs import DOCS_PATH, OPENAPI_PATH, install_docs
+from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
 from app.api.errors import install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
 from app.assistants.service import ensure_system_assistants
+from app.auth.console_session import CONSOLE_PREFIX
 from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
+from app.console.install import install_console
 from app.db.engine import create_engine
 from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
@@ -231,5 +233,8 @@ def create_app(settings: Settings) -> FastAPI:
         ],
     )
     install_protocols(app, settings)
-    install_docs(app)  # last: a browser's few requests, matched after the API's
+    if settings.console == "on":
+        install_console(app)
+    # last: a browser's few requests, matched after the API's; `/` leads to the console if on
+    install_docs(app, CONSOLE_PREFIX if settings.console == "on" else HOME_TARGET)
     return app

@@ -22,7 +22,7 @@ DOCS_PATH = "/docs"
 REDOC_PATH = "/redoc"
 OPENAPI_PATH = "/openapi.json"
 OAUTH2_REDIRECT_PATH = f"{DOCS_PATH}/oauth2-redirect"
-# Where `/` sends a browser: the docs until a console takes `/` (change it here only).
+# Where `/` sends a browser when the console is off (with it on, `/console`).
 HOME_TARGET = DOCS_PATH
 ASSETS_PREFIX = f"{DOCS_PATH}/assets"
 
@@ -47,13 +47,13 @@ def _asset_url(name: str) -> str:
     return f"{ASSETS_PREFIX}/{name}"
 
 
-def install_docs(app: FastAPI) -> None:
+def install_docs(app: FastAPI, home_target: str = HOME_TARGET) -> None:
     """Add the docs routes (none is in the OpenAPI spec). The app is built with
     docs_url=None and redoc_url=None, so FastAPI's CDN pages are not mounted."""
     title = f"{app.title} API"
 
     async def home() -> Response:
-        return RedirectResponse(HOME_TARGET, status_code=307)
+        return RedirectResponse(home_target, status_code=307)
 
     async def swagger_ui() -> HTMLResponse:
         return get_swagger_ui_html(

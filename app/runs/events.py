@@ -410,6 +410,11 @@ class EventHub:
                 value = (await own.execute(stmt)).scalar()
         return int(value or 0)
 
+    async def stored(self, run_id: str, *, tenant_id: str, after: int = 0) -> list[StreamEvent]:
+        """One batch of the run's stored events after `after` (no waiting, live or not):
+        the console replays a run's stream from this without holding a request open."""
+        return await self._fetch(run_id, tenant_id, after)
+
     async def _fetch(self, run_id: str, tenant_id: str, after: int) -> list[StreamEvent]:
         async with self.reads.connect() as conn:
             rows = await conn.execute(

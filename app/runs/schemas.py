@@ -99,3 +99,13 @@ def run_json(row: Row[Any]) -> dict[str, Any]:
         "multitask_strategy": row.multitask_strategy,
         "cancel_reason": row.cancel_reason,
     }
+
+
+def run_timing(row: Row[Any]) -> dict[str, Any]:
+    """What an operator wants beyond the contract's Run: attempts, timing, the error."""
+    return {
+        "attempt": row.attempt,
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        "error": row.error,
+    }

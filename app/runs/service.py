@@ -33,7 +33,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.runs import prepare
 from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
 from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
-from app.runs.schemas import RunCreate, new_run_id, run_json
+from app.runs.schemas import RunCreate, new_run_id, run_json, run_timing
 from app.threads import run_status
 
 if TYPE_CHECKING:
@@ -514,9 +514,17 @@ class RunService:
         return run_json(row)
 
     async def list_runs(
-        self, *, tenant_id: str, thread_id: str, limit: int, offset: int, status: str | None
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        limit: int,
+        offset: int,
+        status: str | None,
+        timing: bool = False,
     ) -> list[JSONObject]:
-        """A thread's runs, newest first; 404 if the thread is missing."""
+        """A thread's runs, newest first; 404 if the thread is missing. `timing` adds the
+        attempt count, start and end times and the error (the console shows them)."""
         thread_id = _uuid(thread_id, "thread_id")
         async with reader(self.engine).connect() as conn:
             exists = (
@@ -533,6 +541,8 @@ class RunService:
                 stmt = stmt.where(runs.c.status == status)
             stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
             rows = (await conn.execute(stmt.limit(limit).offset(offset))).all()
+        if timing:
+            return [run_json(r) | run_timing(r) for r in rows]
         return [run_json(r) for r in rows]
 
     # ------------------------------------------------------------------ cancel / delete

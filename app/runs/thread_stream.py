@@ -20,9 +20,10 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import or_, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.tables import run_events, runs, threads
 from app.db.types import utcnow
@@ -228,3 +229,25 @@ class ThreadStream:
                 )
             else:
                 yield ThreadEvent(f"{item.key}-{ev.seq}", ev.event, ev.data)
+
+
+class StateUpdateEvents:
+    """Publishes `state_update` events for update_state / supersteps: `record` is the
+    state-change hook (stores the event in the state's transaction), `wake` tells this
+    process's readers once it committed. The API and the console both use it."""
+
+    def __init__(self, hub: Any, tenant_id: str) -> None:
+        self.hub = hub
+        self.tenant_id = tenant_id
+        self.threads: list[str] = []
+
+    async def record(self, conn: AsyncConnection, thread_id: str, latest: Any) -> None:
+        data = dumps({"state": latest.model_dump(), "thread_id": thread_id})
+        await self.hub.record_state_update(
+            conn, tenant_id=self.tenant_id, thread_id=thread_id, data=data
+        )
+        self.threads.append(thread_id)
+
+    def wake(self) -> None:
+        for thread_id in self.threads:
+            self.hub.wake_thread(thread_id)
