@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.api.docs import ASSETS_PREFIX, DOCS_PATH, HOME_TARGET, REDOC_PATH
+from app.api.docs import ASSETS_PREFIX, DOCS_PATH, REDOC_PATH
+from app.auth.console_session import CONSOLE_PREFIX
 from tests.e2e.api_server import serve
 
 pytestmark = pytest.mark.e2e
@@ -73,10 +74,11 @@ def test_pages_reference_only_packaged_assets(base_url: str) -> None:
     assert missing.status_code == 404 and missing.json()
 
 
-def test_root_redirects_to_the_docs(base_url: str) -> None:
+def test_root_redirects_to_the_console(base_url: str) -> None:
+    # the console is on by default; with it off, `/` leads to the docs (test_console_queries)
     got = httpx.get(f"{base_url}/")
     assert got.status_code == 307
-    assert got.headers["location"] == HOME_TARGET
+    assert got.headers["location"] == CONSOLE_PREFIX
 
 
 def test_swagger_ui_renders_the_operations_offline(base_url: str, tmp_path: Path) -> None:

@@ -134,7 +134,8 @@ async def test_console_off_removes_it(db_url: str) -> None:
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             assert (await client.get("/console")).status_code == 404
             assert (await client.get("/console/static/console.css")).status_code == 404
-            assert (await client.get("/")).status_code == 404
+            root = await client.get("/")  # with the console off, `/` leads to the API docs
+            assert root.status_code == 307 and root.headers["location"] == "/docs"
     app = create_app(Settings(database_url=db_url, workers=0))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
