@@ -41,9 +41,11 @@ from sqlalchemy import func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import metrics
 from app.db.dialect import notify_channel_sql, reader
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
+from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
 from app.runs.queue import one_statement
 from app.runs.schemas import new_run_id
 
@@ -297,12 +299,21 @@ class EventHub:
     # ------------------------------------------------------------------ publishing
 
     def publisher(
-        self, *, run_id: str, thread_id: str, tenant_id: str, last_seq: int, eager: bool = True
+        self,
+        *,
+        run_id: str,
+        thread_id: str,
+        tenant_id: str,
+        last_seq: int,
+        eager: bool = True,
+        token: FencingToken | None = None,
     ) -> RunPublisher:
         """A publisher continuing after `last_seq` (events of earlier attempts stay).
 
         `eager`: store events as they come (a resumable stream); else only once a reader in
-        another process announces itself, or with the run's final transaction."""
+        another process announces itself, or with the run's final transaction.
+        `token`: the run attempt publishing; each batch is stored only while it owns the run
+        (a refused batch raises AttemptSuperseded from the next `emit` / `flush`)."""
         local = _LocalLog(first_seq=last_seq + 1)
         self._local[run_id] = local
         self.wake_thread(thread_id)  # a thread stream waiting for the thread's next run
@@ -313,6 +324,7 @@ class EventHub:
             tenant_id=tenant_id,
             local=local,
             eager=eager or run_id in self._watched or self._thread_watched(thread_id),
+            token=token,
         )
         self._publishers[run_id] = publisher
         return publisher
@@ -538,8 +550,10 @@ class RunPublisher:
         tenant_id: str,
         local: _LocalLog,
         eager: bool = True,
+        token: FencingToken | None = None,
     ) -> None:
         self.hub = hub
+        self.token = token
         self._eager = eager
         self.run_id = run_id
         self.thread_id = thread_id
@@ -598,17 +612,40 @@ class RunPublisher:
             batch, self._pending = self._pending, []
             self._writing = True
             try:
-                # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
-                async with one_statement(self.hub.engine) as conn:
-                    await conn.execute(insert(run_events), batch)
-                    await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
+                await self._store(batch)
                 self.wrote_any = True
+            except AttemptSuperseded as exc:
+                self._failure = exc  # a newer attempt owns the run: this one stops
+                return
             except Exception as exc:
                 self._failure = exc
                 log.error("writing run events failed", extra={"run_id": self.run_id})
                 return
             finally:
                 self._writing = False
+
+    async def _store(self, batch: list[dict[str, Any]]) -> None:
+        """One batch of rows and its NOTIFY; fenced when the publisher has a token."""
+        token = self.token
+        if token is None:
+            # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
+            async with one_statement(self.hub.engine) as conn:
+                await conn.execute(insert(run_events), batch)
+                await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
+            return
+        async with self.hub.engine.begin() as conn:
+            # The owner row share-locked (PostgreSQL; SQLite holds its write lock): a reaper
+            # or a newer attempt's claim waits for this commit, or this sees them and stops.
+            owner = (
+                await conn.execute(
+                    select(runs.c.run_id).where(owns_run(token)).with_for_update(read=True)
+                )
+            ).first()
+            if owner is None:
+                metrics.count_fenced_refusal("events")
+                raise AttemptSuperseded(token, "events")
+            await conn.execute(insert(run_events), batch)
+            await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
 
     async def _stop_writer(self) -> None:
         writer = self._writer
