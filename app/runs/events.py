@@ -117,6 +117,10 @@ class EventHub:
         self._watched: dict[str, float] = {}
         self._watched_threads: dict[str, float] = {}  # thread streams elsewhere (`w` + thread)
         self._publishers: dict[str, RunPublisher] = {}
+        # The last seq published here by an attempt that did not end the run: its events may
+        # not all be stored (the settle failed, the attempt was stopped), but readers here saw
+        # them, so a next attempt here continues after it and no seq a client saw is reused.
+        self._seq_floor: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -330,6 +334,12 @@ class EventHub:
         return publisher
 
     def _release_local(self, run_id: str, local: _LocalLog, *, ended: bool) -> None:
+        if not ended and local.events:
+            if len(self._seq_floor) > 1000:  # runs handed on long ago
+                self._seq_floor.clear()
+            self._seq_floor[run_id] = max(self._seq_floor.get(run_id, 0), local.events[-1].seq)
+        elif ended:
+            self._seq_floor.pop(run_id, None)
         if ended:
             # The final status is committed: local readers may stop without asking the DB.
             last = local.events[-1].seq if local.events else local.first_seq - 1
@@ -412,6 +422,7 @@ class EventHub:
         local = self._local.get(run_id)
         if local is not None and local.events:
             return local.events[-1].seq
+        floor = self._seq_floor.get(run_id, 0)
         stmt = select(func.max(run_events.c.seq)).where(
             run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id
         )
@@ -420,7 +431,7 @@ class EventHub:
         else:
             async with self.reads.connect() as own:
                 value = (await own.execute(stmt)).scalar()
-        return int(value or 0)
+        return max(floor, int(value or 0))
 
     async def _fetch(self, run_id: str, tenant_id: str, after: int) -> list[StreamEvent]:
         async with self.reads.connect() as conn:
@@ -595,6 +606,13 @@ class RunPublisher:
         if self._eager and not self._final and (self._writer is None or self._writer.done()):
             self._writer = asyncio.create_task(self._write_batches(), name="gk-events")
         return ev
+
+    def stored_elsewhere(self, seq: int, event: str, data: str) -> None:
+        """An event the run's end stored itself (finish.give_up): readers here see it too,
+        before the end marker."""
+        self._seq = max(self._seq, seq)
+        self._local.events.append(StreamEvent(seq, event, data))
+        self.hub.wake(self.run_id)
 
     def watch(self) -> None:
         """A reader elsewhere follows the run: store what is pending now, then every batch."""

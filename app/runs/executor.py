@@ -226,7 +226,7 @@ class RunExecutor:
     ) -> bool:
         """End the run `error` for good (finish.give_up); True if it ended here."""
         try:
-            settled = await finish.give_up(
+            settled, seq = await finish.give_up(
                 self.engine,
                 self.hub,
                 token=FencingToken(run.run_id, run.attempt),
@@ -242,6 +242,7 @@ class RunExecutor:
                 "ending a run that ran out of attempts failed", extra={"run_id": run.run_id}
             )
             return False
+        publisher.stored_elsewhere(seq, "error", dumps(err))
         metrics.count_run_given_up(run.graph_id, reason)
         log.error(
             "run ended after its attempts ran out",

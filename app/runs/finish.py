@@ -223,11 +223,12 @@ async def give_up(
     tenant_id: str,
     error: dict[str, str],
     after_seq: int,
-) -> str | None:
+) -> tuple[str | None, int]:
     """End a run `error` without reading its thread's state (that read, or the full settle,
     is what failed): the run's final status, an `error` event and the `__end__` marker, the
     thread released (status error, its cached values kept; busy if other runs wait). Fenced
-    like the settle; both dialects, one transaction. Returns the thread's new status."""
+    like the settle; both dialects, one transaction. Returns the thread's new status and the
+    seq of the `error` event."""
     now = utcnow()
     async with engine.begin() as conn:
         ended = await conn.execute(
@@ -259,4 +260,4 @@ async def give_up(
         await hub.notify(conn, "e", token.run_id, thread_id=thread_id)
         if settled == "busy":
             await hub.notify(conn, "q")
-    return settled
+    return settled, seq
