@@ -20,6 +20,7 @@ import asyncio
 import copy
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,19 @@ class RunSignals:
     abandon: bool = False  # lease lost or shutdown deadline: leave the run to recovery
     settling: bool = False  # the graph is done; cancelling now would only break the settle
     superseded: str | None = None  # what of this attempt was refused (lease, checkpoint, ...)
+    # monotonic time the lease is known to hold until (the worker's lease-keeper moves it),
+    # and how to ask the database again once it passed (a stalled process, a slow loop)
+    lease_until: float = float("inf")
+    confirm_lease: Callable[[], Awaitable[bool]] | None = None
+
+    async def check_lease(self) -> None:
+        """Between graph steps: a lease that may have lapsed is confirmed before the next
+        step starts, so an attempt that was stalled past its lease starts no further node."""
+        if time.monotonic() <= self.lease_until or self.confirm_lease is None:
+            return
+        if not await self.confirm_lease():
+            self.supersede("lease", None)
+            raise asyncio.CancelledError
 
     def supersede(self, what: str, task: asyncio.Task[Any] | None) -> None:
         """A newer attempt owns the run: stop this one now (cancel its task, if not the
@@ -385,6 +399,7 @@ class RunExecutor:
                 async for event in graph.astream_events(
                     graph_in, config, version="v2", **stream_kwargs
                 ):
+                    await signals.check_lease()
                     publisher.emit("events", dumps(event))
                     if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
                         item = event["data"]["chunk"]
@@ -393,6 +408,7 @@ class RunExecutor:
                             publisher.emit(name, data)
             else:
                 async for item in graph.astream(graph_in, config, **stream_kwargs):
+                    await signals.check_lease()
                     ns, mode, chunk = split_chunk(item, subgraphs=subgraphs)
                     for name, data in translator.translate(ns, mode, chunk):
                         publisher.emit(name, data)

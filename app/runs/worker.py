@@ -225,6 +225,13 @@ class WorkerPool:
     def _launch(self, run: queue.ClaimedRun) -> None:
         active = _Active(run=run, signals=RunSignals())
         self._active[run.run_id] = active
+        # the claim's lease, counted from now (the claim returned just now)
+        active.signals.lease_until = time.monotonic() + self.lease_seconds * 0.9
+
+        async def confirm() -> bool:
+            return (await self._renew(active)).held
+
+        active.signals.confirm_lease = confirm
 
         def on_cancel() -> None:
             self._cancel(active, action=None)
@@ -271,13 +278,7 @@ class WorkerPool:
                 await asyncio.sleep(interval)
             now = False
             try:
-                state = await queue.renew(
-                    self.engine,
-                    run_id=run.run_id,
-                    worker_id=self.worker_id,
-                    lease_seconds=self.lease_seconds,
-                    attempt=run.attempt,
-                )
+                state = await self._renew(active)
             except Exception:
                 log.warning("lease renewal failed", extra={"run_id": run.run_id})
                 continue
@@ -295,6 +296,21 @@ class WorkerPool:
             if state.cancel_action and active.signals.cancel_action is None:
                 active.signals.cancel_action = state.cancel_action
                 task.cancel()
+
+    async def _renew(self, active: _Active) -> queue.LeaseState:
+        """Renew the lease of this attempt; on success the executor knows until when it holds
+        (a little short of the lease: the renewal's own round trip, clock steps)."""
+        asked = time.monotonic()
+        state = await queue.renew(
+            self.engine,
+            run_id=active.run.run_id,
+            worker_id=self.worker_id,
+            lease_seconds=self.lease_seconds,
+            attempt=active.run.attempt,
+        )
+        if state.held:
+            active.signals.lease_until = asked + self.lease_seconds * 0.9
+        return state
 
     # ------------------------------------------------------------------ shutdown
 
