@@ -37,7 +37,8 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, insert, literal, select, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -56,6 +57,13 @@ END_EVENT = "__end__"  # internal terminal marker, never sent to clients
 STATE_UPDATE_EVENT = "state_update"  # thread-level event, stored under an id of its own
 FINAL_STATUSES = frozenset({"success", "error", "timeout", "interrupted"})
 _READ_BATCH = 500
+LISTEN_PING_SECONDS = 5.0  # the LISTEN connection is checked this often (and this long)
+_PING_SQL = str(
+    select(literal(1)).compile(
+        dialect=postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
+        compile_kwargs={"literal_binds": True},
+    )
+)
 
 
 class StreamInterrupted(BaseException):
@@ -164,7 +172,7 @@ class EventHub:
                 self._listening.set()
                 # Anything announced while we were not listening: wake everyone once.
                 self._wake_all()
-                await lost.wait()
+                await self._until_lost(conn, lost)
                 log.warning("notify listener connection lost; reconnecting")
             except asyncio.CancelledError:
                 raise
@@ -176,6 +184,18 @@ class EventHub:
                         await asyncio.shield(conn.close(timeout=2))
             self._listening.clear()
             await asyncio.sleep(1.0)
+
+    async def _until_lost(self, conn: asyncpg.Connection, lost: asyncio.Event) -> None:
+        """Until the connection closes, or stops answering: a server that froze (or a
+        partition) closes nothing, so the listener pings and reconnects after a stall."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), timeout=LISTEN_PING_SECONDS)
+                return
+            try:
+                await conn.fetchval(_PING_SQL, timeout=LISTEN_PING_SECONDS)
+            except Exception:  # timed out or broken: reconnect
+                return
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         kind, run_id, origin, thread_id = (payload.split(":", 3) + ["", "", ""])[:4]
