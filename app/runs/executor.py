@@ -20,15 +20,12 @@ import asyncio
 import copy
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from langgraph.errors import GraphDrained
-from langgraph.runtime import RunControl
 from sqlalchemy import delete, func, insert, select
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
@@ -39,48 +36,17 @@ from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_jsonable
 from app.runs import finish
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
+from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.schemas import run_json
+from app.runs.signals import RunSignals
 from app.threads import run_status
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RunSignals:
-    """How the worker tells an executing run to stop."""
-
-    control: RunControl = field(default_factory=RunControl)
-    cancel_action: str | None = None  # interrupt | rollback, asked for by a client
-    abandon: bool = False  # lease lost or shutdown deadline: leave the run to recovery
-    settling: bool = False  # the graph is done; cancelling now would only break the settle
-    superseded: str | None = None  # what of this attempt was refused (lease, checkpoint, ...)
-    # monotonic time the lease is known to hold until (the worker's lease-keeper moves it),
-    # and how to ask the database again once it passed (a stalled process, a slow loop)
-    lease_until: float = float("inf")
-    confirm_lease: Callable[[], Awaitable[bool]] | None = None
-
-    async def check_lease(self) -> None:
-        """Between graph steps: a lease that may have lapsed is confirmed before the next
-        step starts, so an attempt that was stalled past its lease starts no further node."""
-        if time.monotonic() <= self.lease_until or self.confirm_lease is None:
-            return
-        if not await self.confirm_lease():
-            self.supersede("lease", None)
-            raise asyncio.CancelledError
-
-    def supersede(self, what: str, task: asyncio.Task[Any] | None) -> None:
-        """A newer attempt owns the run: stop this one now (cancel its task, if not the
-        caller's own: that one raises AttemptSuperseded itself)."""
-        if self.superseded is None:
-            self.superseded = what
-        self.abandon = True
-        if task is not None and task is not asyncio.current_task() and not task.done():
-            task.cancel()
 
 
 @dataclass
@@ -90,7 +56,7 @@ class _Outcome:
     give_up: bool = False  # attempts exhausted: end it without reading the thread's state
 
 
-class RunExecutor:
+class RunExecutor(AttemptEnding):
     def __init__(
         self,
         *,
@@ -186,91 +152,6 @@ class RunExecutor:
             if not run.temporary:  # a temporary thread is about to go
                 await self._observe_history(run)
             await self._after(run, thread_gone=done_after == "deleted")
-
-    async def _warn_superseded(self, token: FencingToken, what: str) -> None:
-        """The one WARNING of a stopped attempt: the run, this attempt and the current one."""
-        current: Any = None
-        try:
-            async with reader(self.engine).connect() as conn:
-                current = (
-                    await conn.execute(
-                        select(runs.c.attempt, runs.c.status).where(runs.c.run_id == token.run_id)
-                    )
-                ).first()
-        except Exception:  # the warning goes out all the same
-            log.debug("current attempt not read", exc_info=True)
-        if what == "lease":
-            metrics.count_fenced_refusal("lease")
-        log.warning(
-            "run attempt superseded: its %s was refused; attempt stopped",
-            what,
-            extra={
-                "run_id": token.run_id,
-                "attempt": token.attempt,
-                "current_attempt": None if current is None else current.attempt,
-                "current_status": None if current is None else current.status,
-            },
-        )
-
-    async def _settle_failed(
-        self, run: ClaimedRun, publisher: RunPublisher, exc: Exception, *, worker_id: str
-    ) -> bool:
-        """The settle raised. Attempts left: hand the run to the next one now (it resumes from
-        the last checkpoint; no lease to wait out). None left: end it `error`. True if the
-        run ended here."""
-        reason = type(exc).__name__
-        if run.attempt < self.max_attempts:
-            try:
-                async with self.engine.begin() as conn:
-                    await release(conn, run_id=run.run_id, worker_id=worker_id, attempt=run.attempt)
-                    await self.hub.notify(conn, "q")
-                self.hub.queue_wakeup.set()
-            except Exception:  # the database is away: the lease expires instead
-                log.warning("handing a failed run back failed", extra={"run_id": run.run_id})
-            return False
-        err = {
-            "error": "RunSettleFailed",
-            "message": f"ending the run failed ({reason}) in its last allowed attempt "
-            f"({run.attempt} of {self.max_attempts})",
-        }
-        return await self._give_up(run, publisher, err, reason)
-
-    async def _give_up(
-        self, run: ClaimedRun, publisher: RunPublisher, err: dict[str, str], reason: str
-    ) -> bool:
-        """End the run `error` for good (finish.give_up); True if it ended here."""
-        try:
-            settled, seq = await finish.give_up(
-                self.engine,
-                self.hub,
-                token=FencingToken(run.run_id, run.attempt),
-                thread_id=run.thread_id,
-                tenant_id=run.tenant_id,
-                error=err,
-                after_seq=publisher.last_seq,
-            )
-        except AttemptSuperseded:
-            raise
-        except Exception:
-            log.exception(
-                "ending a run that ran out of attempts failed", extra={"run_id": run.run_id}
-            )
-            return False
-        publisher.stored_elsewhere(seq, "error", dumps(err))
-        metrics.count_run_given_up(run.graph_id, reason)
-        log.error(
-            "run ended after its attempts ran out",
-            extra={
-                "run_id": run.run_id,
-                "attempt": run.attempt,
-                "max_attempts": self.max_attempts,
-                "reason": reason,
-                "error": err["error"],
-            },
-        )
-        if settled == "busy":
-            self.hub.queue_wakeup.set()
-        return True
 
     def _observe(self, run: ClaimedRun, outcome: _Outcome, seconds: float) -> None:
         metrics.observe_run_finished(run.graph_id, outcome.status, seconds)
@@ -489,7 +370,7 @@ class RunExecutor:
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
                 return "deleted"
-            settled = await _retry_deadlock(
+            settled = await retry_deadlock(
                 lambda: finish.settle(
                     self.engine,
                     end,
@@ -583,20 +464,3 @@ async def post_webhook(url: str, body: dict[str, Any]) -> None:
                 log.warning("webhook answered %s", response.status_code)
     except (httpx.HTTPError, ValueError) as exc:
         log.warning("webhook failed: %s", type(exc).__name__)
-
-
-_DEADLOCK = "40P01"  # PostgreSQL deadlock_detected
-
-
-async def _retry_deadlock(settle: Any) -> Any:
-    """The one-statement settle locks the run row, then the thread row; an interrupting run
-    creation locks them the other way round. PostgreSQL breaks such a deadlock by failing one
-    side; the settle then simply runs again (twice at most)."""
-    for tries in range(3):
-        try:
-            return await settle()
-        except DBAPIError as exc:
-            code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-            if code != _DEADLOCK or tries == 2:
-                raise
-    raise AssertionError("unreachable")

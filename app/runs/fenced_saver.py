@@ -12,8 +12,11 @@ PostgreSQL: one statement, one round trip, as the plain saver's put. The owner r
 `FOR SHARE`: a reaper, cancel or settle updating it waits for this write to commit (or this
 write waits for theirs and then sees the row changed), so a write is either before the
 attempt lost the run or refused; never after.
-SQLite: BEGIN IMMEDIATE holds the database's single write lock across the check and the
-writes.
+SQLite: each statement is conditional on the owner too, in one BEGIN IMMEDIATE unit (the
+database's single write lock held across it), then ownership is read once more: a token that
+lost its run never owns it again (attempts only grow), so if it still owns the run now the
+unit saw it owning and wrote; if not, the write is reported refused (whatever it did was done
+while the attempt still owned the run).
 
 The public `SQLSaver` keeps its plain `BaseCheckpointSaver` behaviour; only this view fences.
 """
@@ -33,7 +36,7 @@ from app.checkpoint.saver import SQLSaver
 from app.db.dialect import insert_for, unnest_arrays
 from app.db.direct import DirectStatement
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints, runs
-from app.runs.fencing import AttemptSuperseded, FencingToken, fence_params, owns_run, owns_run_bound
+from app.runs.fencing import AttemptSuperseded, FencingToken, fence_params, owns_run_bound
 
 _CHECKPOINT_COLUMNS = [c.name for c in checkpoints.columns]
 _WRITE_ROW_COLUMNS = {
@@ -117,8 +120,45 @@ def _writes_statement() -> Select[Any]:
     return select(func.count().label("owned")).select_from(owner).add_cte(ins.cte("fenced_w"))
 
 
+def _sqlite_statements() -> tuple[Any, Any, Any, Any]:
+    """SQLite: checkpoint, blobs and writes inserts, each conditional on the owner (bound by
+    name, executemany), and the owner check."""
+    owned = exists(select(runs.c.run_id).where(owns_run_bound()))
+
+    def conditional(table: Any, names: list[str]) -> Any:
+        values = select(*[bindparam(n, type_=table.c[n].type) for n in names]).where(owned)
+        return insert_for("sqlite", table).from_select(names, values)
+
+    put = conditional(checkpoints, _CHECKPOINT_COLUMNS)
+    put = put.on_conflict_do_update(
+        index_elements=queries.CHECKPOINT_KEYS,
+        set_={
+            name: put.excluded[name]
+            for name in (
+                "parent_checkpoint_id",
+                "run_id",
+                "type",
+                "checkpoint",
+                "metadata",
+                "value_versions",
+            )
+        },
+    )
+    blobs = conditional(checkpoint_blobs, queries.BLOB_COLUMNS)
+    blobs = blobs.on_conflict_do_nothing(index_elements=queries.BLOB_KEYS)
+    write_names = [c.name for c in checkpoint_writes.columns]
+    writes = conditional(checkpoint_writes, write_names)
+    writes = writes.on_conflict_do_update(
+        index_elements=queries.WRITE_KEYS,
+        set_={name: writes.excluded[name] for name in ("task_path", "channel", "type", "blob")},
+        where=checkpoint_writes.c.idx < 0,
+    )
+    check = select(func.count().label("owned")).select_from(runs).where(owns_run_bound())
+    return put, blobs, writes, check
+
+
 # Compiled once per engine (views are made per run attempt).
-_PREPARED: weakref.WeakKeyDictionary[AsyncEngine, tuple[DirectStatement, DirectStatement]] = (
+_PREPARED: weakref.WeakKeyDictionary[AsyncEngine, tuple[DirectStatement, ...]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -132,16 +172,17 @@ class FencedSaver(SQLSaver):
     async def _store_checkpoint(
         self, key: dict[str, str], row: dict[str, Any], blob_rows: list[dict[str, Any]]
     ) -> None:
+        fence = fence_params(self.token)
         if self._one_statement:
             put, _ = self._prepared()
-            params = {**row, **queries.blob_params(key, blob_rows), **fence_params(self.token)}
+            params = {**row, **queries.blob_params(key, blob_rows), **fence}
             await self._check(await self._direct.fetch(put, params), "checkpoint")
             return
-        async with self.engine.begin() as conn:
-            await self._check_sqlite(conn, "checkpoint")
-            if blob_rows:
-                await conn.execute(queries.upsert_blobs(conn.dialect), blob_rows)
-            await conn.execute(queries.upsert_checkpoint(conn.dialect), [row])
+        put, blobs, _, check = self._prepared()
+        await self._direct.write(
+            (blobs, [{**r, **fence} for r in blob_rows]), (put, [{**row, **fence}])
+        )
+        await self._check(await self._direct.fetch(check, fence), "checkpoint")
 
     async def _store_writes(self, rows: list[dict[str, Any]]) -> None:
         if self._one_statement:
@@ -159,25 +200,24 @@ class FencedSaver(SQLSaver):
             params.update(fence_params(self.token))
             await self._check(await self._direct.fetch(writes, params), "writes")
             return
-        async with self.engine.begin() as conn:
-            await self._check_sqlite(conn, "writes")
-            await conn.execute(queries.insert_writes(conn.dialect), rows)
+        fence = fence_params(self.token)
+        _, _, writes, check = self._prepared()
+        await self._direct.write((writes, [{**r, **fence} for r in rows]))
+        await self._check(await self._direct.fetch(check, fence), "writes")
 
-    def _prepared(self) -> tuple[DirectStatement, DirectStatement]:
+    def _prepared(self) -> tuple[DirectStatement, ...]:
         prepared = _PREPARED.get(self.engine)
         if prepared is None:
             prepare = self._direct.prepare
-            prepared = (prepare(_put_statement()), prepare(_writes_statement()))
+            if self._one_statement:
+                prepared = (prepare(_put_statement()), prepare(_writes_statement()))
+            else:
+                prepared = tuple(prepare(statement) for statement in _sqlite_statements())
             _PREPARED[self.engine] = prepared
         return prepared
 
     async def _check(self, rows: list[Any], what: str) -> None:
         if not rows or not rows[0].owned:
-            self._refuse(what)
-
-    async def _check_sqlite(self, conn: Any, what: str) -> None:
-        owner = (await conn.execute(select(runs.c.run_id).where(owns_run(self.token)))).first()
-        if owner is None:
             self._refuse(what)
 
     def _refuse(self, what: str) -> None:

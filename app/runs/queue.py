@@ -259,15 +259,30 @@ def _worker_alive_pg() -> ColumnElement[bool]:
     )
 
 
+# Worker pools alive in this process (several apps may share one process, e.g. in tests)
+_LIVE_HERE: set[str] = set()
+
+
+def register_live_worker(worker_id: str, *, alive: bool) -> None:
+    """A worker pool of this process started (alive) or stopped."""
+    if alive:
+        _LIVE_HERE.add(worker_id)
+    else:
+        _LIVE_HERE.discard(worker_id)
+
+
 def dead_local_workers(worker_ids: list[str], *, own_worker_id: str) -> list[str]:
     """Worker ids (`host:pid:nonce`) naming a process of this host that is gone: no such
-    pid, or the pid is this process under another nonce (a restarted container's pid 1)."""
+    pid, or the pid is this process under a nonce none of its pools has (an earlier boot:
+    a restarted container's pid 1)."""
     host = socket.gethostname()
     dead = []
     for worker_id in worker_ids:
         w_host, _, rest = worker_id.partition(":")
         pid_text, _, _nonce = rest.partition(":")
         if w_host != host or not pid_text.isdigit() or worker_id == own_worker_id:
+            continue
+        if worker_id in _LIVE_HERE:
             continue
         pid = int(pid_text)
         if pid == os.getpid() or not _pid_alive(pid):

@@ -33,7 +33,8 @@ from app.db.types import utcnow
 from app.logging import context_with
 from app.runs import queue
 from app.runs.events import EventHub
-from app.runs.executor import RunExecutor, RunSignals
+from app.runs.executor import RunExecutor
+from app.runs.signals import RunSignals
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class WorkerPool:
         return list(self._active)
 
     def start(self) -> None:
+        queue.register_live_worker(self.worker_id, alive=True)
         if self._loop_task is None:
             self._loop_task = asyncio.create_task(self._dispatch(), name="gk-dispatch")
 
@@ -340,6 +342,7 @@ class WorkerPool:
             if active.keeper is not None:
                 active.keeper.cancel()
         await self._close_liveness()
+        queue.register_live_worker(self.worker_id, alive=False)
 
     async def _release_abandoned(self) -> None:
         """Runs still ours after the deadline go back to pending for another worker."""
