@@ -23,14 +23,14 @@ from langgraph.checkpoint.base.id import uuid6
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.checkpoint import SQLSaver  # noqa: E402
-from app.db import migrate  # noqa: E402
-from app.db.engine import create_engine  # noqa: E402
-from app.db.tables import runs, threads  # noqa: E402
-from app.db.types import utcnow  # noqa: E402
-from app.runs.fenced_saver import fenced  # noqa: E402
-from app.runs.fencing import FencingToken  # noqa: E402
-from tests.conftest import create_pg_database, drop_pg_database  # noqa: E402
+from app.checkpoint import SQLSaver
+from app.db import migrate
+from app.db.engine import create_engine
+from app.db.tables import runs, threads
+from app.db.types import utcnow
+from app.runs.fenced_saver import fenced
+from app.runs.fencing import FencingToken
+from tests.conftest import create_pg_database, drop_pg_database
 
 
 async def _running_run(engine: Any) -> tuple[str, str]:

@@ -56,9 +56,9 @@ async def _holder(db_url: str, run_id: str) -> tuple[int, str | None, str]:
         await engine.dispose()
 
 
-async def _wait_claim(db_url: str, run_id: str, *, attempt: int, timeout: float = 60) -> int:
+async def _wait_claim(db_url: str, run_id: str, *, attempt: int, within: float = 60) -> int:
     """The pid of the process holding `attempt` of the run (polled every 20 ms)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while True:
         got, worker_id, status = await _holder(db_url, run_id)
         if got >= attempt and worker_id:
