@@ -123,6 +123,18 @@ RESUME_FAILURES = Counter(
     ["graph_id"],
     registry=REGISTRY,
 )
+FENCED_WRITES_REFUSED = Counter(
+    "graphkeep_run_fenced_writes_refused_total",
+    "Writes of a run attempt refused because a newer attempt owns the run (app/runs/fencing.py).",
+    ["what"],
+    registry=REGISTRY,
+)
+RUNS_GIVEN_UP = Counter(
+    "graphkeep_runs_given_up_total",
+    "Runs settled `error` because their attempts ran out (GRAPHKEEP_MAX_ATTEMPTS), by reason.",
+    ["graph_id", "reason"],
+    registry=REGISTRY,
+)
 DRAINS = Counter(
     "graphkeep_run_drains_total",
     "Runs asked to drain at a super-step boundary (graceful shutdown).",
@@ -218,6 +230,8 @@ ALL_METRICS = (
     QUEUE_WAIT,
     RUNS_RECOVERED,
     RESUME_FAILURES,
+    FENCED_WRITES_REFUSED,
+    RUNS_GIVEN_UP,
     DRAINS,
     CHECKPOINT_PUT,
     CHECKPOINT_SIZE,
@@ -356,6 +370,16 @@ def count_run_recovered(graph_id: str | None) -> None:
 def count_resume_failure(graph_id: str | None) -> None:
     """A recovered or drained run could not be resumed."""
     RESUME_FAILURES.labels(_graph(graph_id)).inc()
+
+
+def count_fenced_refusal(what: str) -> None:
+    """A superseded run attempt's write (checkpoint, writes, events, settle, ...) was refused."""
+    FENCED_WRITES_REFUSED.labels(what).inc()
+
+
+def count_run_given_up(graph_id: str | None, reason: str) -> None:
+    """A run ran out of attempts and was settled `error` (reason: a short error class name)."""
+    RUNS_GIVEN_UP.labels(_graph(graph_id), reason[:64]).inc()
 
 
 def count_drain(graph_id: str | None) -> None:

@@ -74,7 +74,8 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (
 # SQLSTATEs meaning "this server cannot serve you right now", whatever class the driver maps
 # them to: connection exceptions (08xxx), shutting down / crashed / starting up (57P01-57P03,
 # e.g. "the database system is starting up" while PostgreSQL recovers), too many connections.
-_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+# 57014: a statement cancelled by the serving engine's statement_timeout (a stalled server)
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "57014")
 
 
 def _sqlstate(exc: DBAPIError) -> str | None:

@@ -4,6 +4,14 @@ The run's final status, the thread's status / values / interrupts and the `__end
 marker are committed in one transaction, before any reader sees the stream end. Statuses:
 normal end or stop at an interrupt -> success; exception -> error; time limit -> timeout;
 cancel -> interrupted (rollback deletes the run and its checkpoints); drain -> back to pending.
+
+Every write of the attempt is fenced by its token `(run_id, attempt)` (app/runs/fencing.py):
+the graph gets a fenced view of the saver, the publisher stores events only while the attempt
+owns the run, and the settle is conditional on it. A refused write stops the attempt at once
+(graph task cancelled, nothing published or settled) with one WARNING naming both attempts.
+Every run ends: a settle that fails hands the run to its next attempt at once, and the last
+allowed attempt (GRAPHKEEP_MAX_ATTEMPTS) ends it `error` with the reason (`finish.give_up`),
+however the earlier attempts failed.
 """
 
 from __future__ import annotations
@@ -12,12 +20,11 @@ import asyncio
 import copy
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from langgraph.errors import GraphDrained
-from langgraph.runtime import RunControl
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -29,32 +36,27 @@ from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_jsonable
 from app.runs import finish
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
+from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
+from app.runs.fenced_saver import fenced
+from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.schemas import run_json
+from app.runs.signals import RunSignals
 from app.threads import run_status
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class RunSignals:
-    """How the worker tells an executing run to stop."""
-
-    control: RunControl = field(default_factory=RunControl)
-    cancel_action: str | None = None  # interrupt | rollback, asked for by a client
-    abandon: bool = False  # lease lost or shutdown deadline: leave the run to recovery
-    settling: bool = False  # the graph is done; cancelling now would only break the settle
-
-
-@dataclass
 class _Outcome:
     status: str  # success | error | timeout | interrupted | rollback | drained
     error: dict[str, str] | None = None
+    give_up: bool = False  # attempts exhausted: end it without reading the thread's state
 
 
-class RunExecutor:
+class RunExecutor(AttemptEnding):
     def __init__(
         self,
         *,
@@ -79,11 +81,21 @@ class RunExecutor:
     def _saver(self, run: ClaimedRun) -> Any:
         return self.saver.for_tenant(run.tenant_id)
 
+    def _fenced_saver(self, run: ClaimedRun, signals: RunSignals) -> Any:
+        """The saver view the graph writes through: refused once the attempt lost the run."""
+        task = asyncio.current_task()
+        return fenced(
+            self._saver(run),
+            FencingToken(run.run_id, run.attempt),
+            lambda exc: signals.supersede(exc.what, task),
+        )
+
     def _store(self, run: ClaimedRun) -> Any:
         return self.store.for_tenant(run.tenant_id) if self.store is not None else None
 
     async def execute(self, run: ClaimedRun, signals: RunSignals, *, worker_id: str) -> None:
         """Run `run` to a final status (or hand it back when drained); never raises."""
+        token = FencingToken(run.run_id, run.attempt)
         # A first attempt has no events yet; later attempts continue after the earlier ones.
         last = (
             0 if run.attempt <= 1 else await self.hub.last_seq(run.run_id, tenant_id=run.tenant_id)
@@ -96,6 +108,7 @@ class RunExecutor:
             tenant_id=run.tenant_id,
             last_seq=last,
             eager=bool(run.kwargs.get("resumable")),
+            token=token,
         )
         ended = False
         done_after = ""  # what the settle did of the after-run bookkeeping (see _settle)
@@ -108,19 +121,34 @@ class RunExecutor:
                 metrics.count_drain(run.graph_id)
                 await publisher.flush()
                 async with self.engine.begin() as conn:
-                    await release(conn, run_id=run.run_id, worker_id=worker_id)
+                    await release(conn, run_id=run.run_id, worker_id=worker_id, attempt=run.attempt)
                     await self.hub.notify(conn, "q")
                 self.hub.queue_wakeup.set()
                 return
-            done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
-            ended = True
-            self._observe(run, outcome, time.monotonic() - started)
-        except Exception:
+            if outcome.give_up:
+                ended = await self._give_up(run, publisher, outcome.error or {}, "attempts")
+            else:
+                done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
+                ended = True
+            if ended:
+                self._observe(run, outcome, time.monotonic() - started)
+        except AttemptSuperseded as exc:
+            signals.supersede(exc.what, None)
+        except asyncio.CancelledError:
+            if signals.superseded is not None:
+                await asyncio.shield(self._warn_superseded(token, signals.superseded))
+            raise
+        except Exception as exc:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
+            ended = await self._settle_failed(run, publisher, exc, worker_id=worker_id)
         finally:
             publisher.close(ended=ended)
+        if signals.superseded is not None:
+            await self._warn_superseded(token, signals.superseded)
+            return
         if ended:
             # After close: readers (wait, stream) have their answer; this is bookkeeping.
+            # Only now (this attempt's settle committed) may the webhook go out.
             if not run.temporary:  # a temporary thread is about to go
                 await self._observe_history(run)
             await self._after(run, thread_gone=done_after == "deleted")
@@ -163,9 +191,13 @@ class RunExecutor:
         if run.cancel_action:
             return _Outcome("rollback" if run.cancel_action == "rollback" else "interrupted")
         if run.attempt > self.max_attempts:
-            err = {"error": "RunAttemptsExceeded", "message": "run exceeded its attempts"}
-            publisher.emit("error", dumps(err))
-            return _Outcome("error", err)
+            # its workers died or its settles kept failing (a failing settle hands the run on)
+            err = {
+                "error": "RunAttemptsExceeded",
+                "message": f"run exceeded its {self.max_attempts} attempts "
+                "(workers lost or ending it kept failing)",
+            }
+            return _Outcome("error", err, give_up=True)
         publisher.emit("metadata", dumps({"run_id": run.run_id, "attempt": run.attempt}))
         try:
             try:
@@ -173,6 +205,9 @@ class RunExecutor:
             finally:
                 signals.settling = True
             return _Outcome("success")
+        except AttemptSuperseded as exc:  # a write of the graph (or of its events) was refused
+            signals.supersede(exc.what, None)
+            return None
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if signals.abandon or task is None:
@@ -234,7 +269,7 @@ class RunExecutor:
             self.graphs.open(
                 run.graph_id,
                 config=config,
-                checkpointer=self._saver(run),
+                checkpointer=self._fenced_saver(run, signals),
                 store=self._store(run),
                 access_context="threads.create_run",
                 context=context,
@@ -245,6 +280,7 @@ class RunExecutor:
                 async for event in graph.astream_events(
                     graph_in, config, version="v2", **stream_kwargs
                 ):
+                    await signals.check_lease()
                     publisher.emit("events", dumps(event))
                     if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
                         item = event["data"]["chunk"]
@@ -253,6 +289,7 @@ class RunExecutor:
                             publisher.emit(name, data)
             else:
                 async for item in graph.astream(graph_in, config, **stream_kwargs):
+                    await signals.check_lease()
                     ns, mode, chunk = split_chunk(item, subgraphs=subgraphs)
                     for name, data in translator.translate(ns, mode, chunk):
                         publisher.emit(name, data)
@@ -296,7 +333,12 @@ class RunExecutor:
     ) -> str:
         """Write the run's end. Returns what it did of the after-run bookkeeping: "deleted"
         (the temporary thread went with the run) or ""."""
+        token = FencingToken(run.run_id, run.attempt)
         if outcome.status == "rollback":
+            async with reader(self.engine).connect() as conn:
+                owner = (await conn.execute(select(runs.c.run_id).where(owns_run(token)))).first()
+            if owner is None:  # a newer attempt owns the run: its checkpoints are not ours
+                raise AttemptSuperseded(token, "rollback")
             await self._saver(run).adelete_for_runs([run.run_id])
         delete_thread = outcome.status != "rollback" and self._ends_with_thread(run)
         if delete_thread:
@@ -316,6 +358,7 @@ class RunExecutor:
             origin = self.hub.origin
             end = finish.Finish(
                 run_id=run.run_id,
+                attempt=run.attempt,
                 thread_id=run.thread_id,
                 tenant_id=run.tenant_id,
                 rows=rows,
@@ -327,30 +370,31 @@ class RunExecutor:
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
                 return "deleted"
-            settled = await finish.settle(
-                self.engine,
-                end,
-                status=outcome.status,
-                error=outcome.error,
-                thread_status=thread_status,
-                values=values,
-                interrupts=interrupts,
-                now=now,
+            settled = await retry_deadlock(
+                lambda: finish.settle(
+                    self.engine,
+                    end,
+                    status=outcome.status,
+                    error=outcome.error,
+                    thread_status=thread_status,
+                    values=values,
+                    interrupts=interrupts,
+                    now=now,
+                )
             )
             if settled == "busy":
                 self.hub.queue_wakeup.set()
             return ""
         async with self.engine.begin() as conn:
+            # fenced: only while this attempt owns the run (SQLite: under the write lock)
             if outcome.status == "rollback":
-                await conn.execute(
-                    delete(runs).where(
-                        runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
-                    )
+                ended = await conn.execute(
+                    delete(runs).where(owns_run(token), runs.c.tenant_id == run.tenant_id)
                 )
             else:
-                await conn.execute(
+                ended = await conn.execute(
                     runs.update()
-                    .where(runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id)
+                    .where(owns_run(token), runs.c.tenant_id == run.tenant_id)
                     .values(
                         status=outcome.status,
                         error=outcome.error,
@@ -360,6 +404,9 @@ class RunExecutor:
                         lease_expires_at=None,
                     )
                 )
+            if not ended.rowcount:
+                metrics.count_fenced_refusal("settle")
+                raise AttemptSuperseded(token, "settle")
             await conn.execute(insert(run_events), rows)
             if publisher.wrote_any:  # rows written earlier expire with the run too
                 await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)
