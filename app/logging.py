@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import Context, ContextVar, Token, copy_context
@@ -141,6 +142,26 @@ class ContextFilter(logging.Filter):
         return True
 
 
+def format_exception_safely(exc_info: Any) -> str:
+    """A traceback without the exceptions' messages: frames and class names only.
+
+    An exception's message is whatever its raiser put there - a driver quotes the values of
+    the failed statement, a graph its state - so it never reaches a log line.
+    """
+    _kind, exc, _tb = exc_info
+    if exc is None:
+        return ""
+    lines: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        frames = "".join(traceback.format_tb(current.__traceback__))
+        lines.append(f"Traceback (most recent call last):\n{frames}{type(current).__qualname__}")
+        current = current.__cause__ or current.__context__
+    return "\n\nwhich was raised while handling:\n".join(lines)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, ids, extra fields."""
 
@@ -153,7 +174,7 @@ class JsonFormatter(logging.Formatter):
         }
         payload.update(_extra_fields(record))
         if record.exc_info:
-            payload["exc_info"] = self.formatException(record.exc_info)
+            payload["exc_info"] = format_exception_safely(record.exc_info)
         return json.dumps(payload, default=str, ensure_ascii=False)
 
 
@@ -167,7 +188,7 @@ class TextFormatter(logging.Formatter):
         if fields:
             line = f"{line} {fields}"
         if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
+            line = f"{line}\n{format_exception_safely(record.exc_info)}"
         return line
 
 

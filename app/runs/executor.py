@@ -415,5 +415,5 @@ async def post_webhook(url: str, body: dict[str, Any]) -> None:
             )
             if response.status_code >= 400:
                 log.warning("webhook answered %s", response.status_code)
-    except (httpx.HTTPError, ValueError) as exc:
+    except Exception as exc:  # a URL stored by an older version may be anything
         log.warning("webhook failed: %s", type(exc).__name__)
