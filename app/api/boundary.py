@@ -18,7 +18,7 @@ import re
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.lean_route import is_json_content_type
-from app.db.storable import text_problem, value_problem
+from app.db.storable import MAX_JSON_DEPTH, text_problem, value_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # What can make a decoded body unstorable: an escape (NUL, surrogates), a non-finite constant,
@@ -54,19 +54,24 @@ def url_problem(scope: Scope) -> str | None:
     return None
 
 
+def _plainly_storable(raw: bytes) -> bool:
+    """Whether the bytes alone show nothing could be unstorable once decoded."""
+    return (
+        _SUSPECT.search(raw) is None
+        and raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH  # cannot nest too deep
+    )
+
+
 def body_problem(raw: bytes) -> tuple[int, str] | None:
     """(status, detail) when a JSON body cannot be stored, or None (malformed JSON is left to
     the route, which answers it as FastAPI does)."""
-    if raw.isascii():
-        if _SUSPECT.search(raw) is None:
-            return None
-    else:
+    if not raw.isascii():
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             return 400, NOT_UTF8
-        if _SUSPECT.search(raw) is None:
-            return None
+    if _plainly_storable(raw):
+        return None
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):

@@ -25,7 +25,9 @@ from app.errors import ValidationFailed
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
-MAX_JSON_DEPTH = 100  # far deeper than any real payload; bounds recursion in every reader
+# Far deeper than any real payload, and well below orjson's limit of 254 levels when a value
+# is written back inside a response (a deeper one could be stored but never read).
+MAX_JSON_DEPTH = 100
 
 _NUL_OR_SURROGATE = re.compile(r"[\x00\ud800-\udfff]")
 

@@ -24,9 +24,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import metrics
 from app.auth.identity import restore_auth_user
 from app.db.dialect import reader
+from app.db.storable import UnstorableValue
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
-from app.graphs.jsonable import dumps, error_payload, to_jsonable
+from app.graphs.jsonable import dumps, error_payload, to_storable
 from app.runs import finish
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
@@ -271,11 +272,11 @@ class RunExecutor:
         if not snapshot.created_at:
             return None, {}, False
         interrupts = {
-            task.id: to_jsonable(list(task.interrupts))
+            task.id: to_storable(list(task.interrupts), "interrupts")
             for task in snapshot.tasks
             if task.interrupts
         }
-        return to_jsonable(snapshot.values), interrupts, bool(snapshot.next)
+        return to_storable(snapshot.values, "values"), interrupts, bool(snapshot.next)
 
     def _ends_with_thread(self, run: ClaimedRun) -> bool:
         """A stateless run whose temporary thread goes when it ends, deleted by the run's
@@ -303,7 +304,14 @@ class RunExecutor:
             # the thread goes with the run: no state to read
             values, interrupts, has_next = None, dict[str, Any](), False
         else:
-            values, interrupts, has_next = await self._thread_state(run)
+            try:
+                values, interrupts, has_next = await self._thread_state(run)
+            except UnstorableValue as exc:
+                # graph output storage cannot hold: the run fails with a clear error and the
+                # thread's cached values are left empty rather than unreadable
+                outcome = _Outcome("error", error_payload(exc))
+                publisher.emit("error", dumps(outcome.error))
+                values, interrupts, has_next = None, dict[str, Any](), False
         rows = await publisher.final_rows()
         if outcome.status in ("error", "timeout"):
             thread_status = "error"
