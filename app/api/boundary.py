@@ -97,7 +97,7 @@ class BoundaryCheckMiddleware:
             return
         problem = url_problem(scope)
         if problem is not None:
-            await _drain(receive)
+            await drain(receive)
             await send_json(send, 422, problem)
             return
         if scope["method"] not in BODY_METHODS:
@@ -133,7 +133,7 @@ class BoundaryCheckMiddleware:
         await self.app(scope, replay, send)
 
 
-async def _drain(receive: Receive) -> None:
+async def drain(receive: Receive) -> None:
     """Read a request body we refuse, so the connection can carry the next request."""
     while True:
         message = await receive()
