@@ -193,6 +193,7 @@ class TextFormatter(logging.Formatter):
 
 
 _HANDLER_NAME = "graphkeep"
+PARAMETER_LOGGERS = ("aiosqlite", "asyncpg", "sqlalchemy.engine", "sqlalchemy.pool")
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -220,6 +221,11 @@ def configure(settings: LogSettings) -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
+    # Drivers that log each statement with its bound values at DEBUG (aiosqlite logs every
+    # `execute(sql, parameters)` call): never below INFO, whatever the root level, so a
+    # DEBUG log level cannot put the callers' data into the logs.
+    for name in PARAMETER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
     # uvicorn's own loggers propagate to the root, so they share the format and the ids.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uv = logging.getLogger(name)

@@ -31,7 +31,12 @@ POISON: dict[str, Any] = {
 
 
 def _emit(state: PoisonState) -> dict[str, Any]:
-    return {"out": POISON[state.get("kind", "fine")]}
+    kind = state.get("kind", "fine")
+    if kind.startswith("raise:"):  # an exception whose message carries the caller's data
+        raise ValueError(f"graph failed on {kind[6:]}")
+    if kind.startswith("echo:"):
+        return {"out": kind[5:]}
+    return {"out": POISON[kind]}
 
 
 _builder = StateGraph(PoisonState)
