@@ -53,49 +53,133 @@ CASES: list[Case] = [
     Case("thread metadata value", "POST", "/threads", {"metadata": {"k": SURROGATE}}),
     Case("thread metadata key", "POST", "/threads", {"metadata": {SURROGATE: 1}}),
     Case("thread id", "POST", "/threads", {"thread_id": SURROGATE}),
-    Case("patch metadata (SQLite kept it)", "PATCH", "/threads/{t}", {"metadata": {"k": SURROGATE}}),
+    Case(
+        "patch metadata (SQLite kept it)", "PATCH", "/threads/{t}", {"metadata": {"k": SURROGATE}}
+    ),
     Case("thread search filter", "POST", "/threads/search", {"metadata": {"k": SURROGATE}}),
     Case("thread search values", "POST", "/threads/search", {"values": {SURROGATE: "x"}}),
     Case("thread count filter", "POST", "/threads/count", {"metadata": {"k": SURROGATE}}),
     Case("assistant name", "POST", "/assistants", {"graph_id": "approval", "name": SURROGATE}),
-    Case("assistant metadata", "POST", "/assistants", {"graph_id": "approval", "metadata": {"m": SURROGATE}}),
-    Case("assistant config", "POST", "/assistants", {"graph_id": "approval", "config": {"c": SURROGATE}}),
+    Case(
+        "assistant metadata",
+        "POST",
+        "/assistants",
+        {"graph_id": "approval", "metadata": {"m": SURROGATE}},
+    ),
+    Case(
+        "assistant config",
+        "POST",
+        "/assistants",
+        {"graph_id": "approval", "config": {"c": SURROGATE}},
+    ),
     Case("assistant patch name", "PATCH", "/assistants/{a}", {"name": SURROGATE}),
     Case("assistant search name", "POST", "/assistants/search", {"name": SURROGATE}),
     Case("assistant search graph", "POST", "/assistants/search", {"graph_id": SURROGATE}),
     Case("store label", "PUT", "/store/items", {"namespace": [SURROGATE], "key": "k", "value": {}}),
     Case("store key", "PUT", "/store/items", {"namespace": ["n"], "key": SURROGATE, "value": {}}),
-    Case("store value", "PUT", "/store/items", {"namespace": ["n"], "key": "k", "value": {"v": SURROGATE}}),
-    Case("store value key", "PUT", "/store/items", {"namespace": ["n"], "key": "k", "value": {SURROGATE: 1}}),
+    Case(
+        "store value",
+        "PUT",
+        "/store/items",
+        {"namespace": ["n"], "key": "k", "value": {"v": SURROGATE}},
+    ),
+    Case(
+        "store value key",
+        "PUT",
+        "/store/items",
+        {"namespace": ["n"], "key": "k", "value": {SURROGATE: 1}},
+    ),
     Case("store search filter", "POST", "/store/items/search", {"filter": {"v": SURROGATE}}),
     Case("store search query", "POST", "/store/items/search", {"query": SURROGATE}),
     Case("store search prefix", "POST", "/store/items/search", {"namespace_prefix": [SURROGATE]}),
     Case("store namespaces prefix", "POST", "/store/namespaces", {"prefix": [SURROGATE]}),
     Case("store delete key", "DELETE", "/store/items", {"namespace": ["n"], "key": SURROGATE}),
-    Case("update state as_node", "POST", "/threads/{t}/state", {"values": {}, "as_node": SURROGATE}),
+    Case(
+        "update state as_node", "POST", "/threads/{t}/state", {"values": {}, "as_node": SURROGATE}
+    ),
     Case("update state values", "POST", "/threads/{t}/state", {"values": {"request": SURROGATE}}),
-    Case("update state checkpoint_id", "POST", "/threads/{t}/state", {"values": {}, "checkpoint_id": SURROGATE}),
-    Case("state checkpoint id", "POST", "/threads/{t}/state/checkpoint", {"checkpoint": {"checkpoint_id": SURROGATE}}),
-    Case("state checkpoint ns", "POST", "/threads/{t}/state/checkpoint", {"checkpoint": {"checkpoint_ns": SURROGATE}}),
-    Case("history before", "POST", "/threads/{t}/history", {"before": {"configurable": {"checkpoint_id": SURROGATE}}}),
+    Case(
+        "update state checkpoint_id",
+        "POST",
+        "/threads/{t}/state",
+        {"values": {}, "checkpoint_id": SURROGATE},
+    ),
+    Case(
+        "state checkpoint id",
+        "POST",
+        "/threads/{t}/state/checkpoint",
+        {"checkpoint": {"checkpoint_id": SURROGATE}},
+    ),
+    Case(
+        "state checkpoint ns",
+        "POST",
+        "/threads/{t}/state/checkpoint",
+        {"checkpoint": {"checkpoint_ns": SURROGATE}},
+    ),
+    Case(
+        "history before",
+        "POST",
+        "/threads/{t}/history",
+        {"before": {"configurable": {"checkpoint_id": SURROGATE}}},
+    ),
     Case("history metadata", "POST", "/threads/{t}/history", {"metadata": {"k": SURROGATE}}),
-    Case("run input", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "input": {"request": SURROGATE}}),
-    Case("run metadata", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "metadata": {"m": SURROGATE}}),
+    Case(
+        "run input",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "input": {"request": SURROGATE}},
+    ),
+    Case(
+        "run metadata",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "metadata": {"m": SURROGATE}},
+    ),
     Case("run assistant id", "POST", "/threads/{t}/runs", {"assistant_id": SURROGATE}),
-    Case("run config", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "config": {"configurable": {"x": SURROGATE}}}),
-    Case("stateless wait input", "POST", "/runs/wait", {"assistant_id": "approval", "input": {"request": SURROGATE}}),
+    Case(
+        "run config",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "config": {"configurable": {"x": SURROGATE}}},
+    ),
+    Case(
+        "stateless wait input",
+        "POST",
+        "/runs/wait",
+        {"assistant_id": "approval", "input": {"request": SURROGATE}},
+    ),
     Case("cancel run ids", "POST", "/runs/cancel", {"run_ids": [SURROGATE]}),
     Case("copy body", "POST", "/threads/{t}/copy", {"metadata": {"k": SURROGATE}}),
     # raw CESU-8 surrogate bytes (not UTF-8) and other undecodable bodies
     _raw("raw CESU-8 metadata", "POST", "/threads", b'{"metadata": {"k": "\xed\xa0\x80"}}'),
-    _raw("raw CESU-8 store", "PUT", "/store/items", b'{"namespace": ["n"], "key": "\xed\xa0\x80", "value": {}}'),
+    _raw(
+        "raw CESU-8 store",
+        "PUT",
+        "/store/items",
+        b'{"namespace": ["n"], "key": "\xed\xa0\x80", "value": {}}',
+    ),
     _raw("latin-1 body", "POST", "/assistants/search", b'{"name": "\xe9"}'),
     # 3. NUL, in bodies, paths and queries
     Case("assistant name NUL", "POST", "/assistants", {"graph_id": "approval", "name": "a" + NUL}),
     Case("assistant search NUL", "POST", "/assistants/search", {"name": NUL}),
-    Case("update state checkpoint_id NUL", "POST", "/threads/{t}/state", {"values": {}, "checkpoint_id": "a" + NUL}),
-    Case("state checkpoint ns NUL", "POST", "/threads/{t}/state/checkpoint", {"checkpoint": {"checkpoint_ns": NUL}}),
-    Case("history before NUL", "POST", "/threads/{t}/history", {"before": {"configurable": {"checkpoint_id": NUL}}}),
+    Case(
+        "update state checkpoint_id NUL",
+        "POST",
+        "/threads/{t}/state",
+        {"values": {}, "checkpoint_id": "a" + NUL},
+    ),
+    Case(
+        "state checkpoint ns NUL",
+        "POST",
+        "/threads/{t}/state/checkpoint",
+        {"checkpoint": {"checkpoint_ns": NUL}},
+    ),
+    Case(
+        "history before NUL",
+        "POST",
+        "/threads/{t}/history",
+        {"before": {"configurable": {"checkpoint_id": NUL}}},
+    ),
     Case("history before query NUL", "GET", "/threads/{t}/history", params={"before": "a\x00b"}),
     Case("state path NUL", "GET", "/threads/{t}/state/a%00b"),
     Case("thread path NUL", "GET", "/threads/a%00b"),
@@ -120,34 +204,136 @@ CASES: list[Case] = [
     Case("history limit huge", "GET", "/threads/{t}/history", params={"limit": HUGE_DIGITS}),
     Case("set latest version huge", "POST", "/assistants/{a}/latest", {"version": BIG}),
     # 5. after_seconds and other non-finite numbers
-    _raw("after_seconds Infinity", "POST", "/threads/{t}/runs", '{"assistant_id": "approval", "after_seconds": Infinity}'),
-    _raw("after_seconds 1e999", "POST", "/threads/{t}/runs", '{"assistant_id": "approval", "after_seconds": 1e999}'),
-    Case("after_seconds 1e300", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "after_seconds": 1e300}),
+    _raw(
+        "after_seconds Infinity",
+        "POST",
+        "/threads/{t}/runs",
+        '{"assistant_id": "approval", "after_seconds": Infinity}',
+    ),
+    _raw(
+        "after_seconds 1e999",
+        "POST",
+        "/threads/{t}/runs",
+        '{"assistant_id": "approval", "after_seconds": 1e999}',
+    ),
+    Case(
+        "after_seconds 1e300",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "after_seconds": 1e300},
+    ),
     _raw("metadata NaN", "POST", "/threads", '{"metadata": {"x": NaN}}'),
-    _raw("ttl -Infinity", "PUT", "/store/items", '{"namespace": ["n"], "key": "k", "value": {}, "ttl": -Infinity}'),
+    _raw(
+        "ttl -Infinity",
+        "PUT",
+        "/store/items",
+        '{"namespace": ["n"], "key": "k", "value": {}, "ttl": -Infinity}',
+    ),
     # 6. Last-Event-ID parsed strictly
-    Case("thread stream Last-Event-ID", "GET", "/threads/{t}/stream", headers={"Last-Event-ID": HUGE_DIGITS}),
-    Case("thread stream Last-Event-ID seq", "GET", "/threads/{t}/stream", headers={"Last-Event-ID": f"1-{HUGE_DIGITS}"}),
-    Case("thread stream Last-Event-ID key 18", "GET", "/threads/{t}/stream", headers={"Last-Event-ID": "9" * 18}),
-    Case("run stream Last-Event-ID", "GET", "/threads/{t}/runs/{r}/stream", headers={"Last-Event-ID": HUGE_DIGITS}),
-    Case("stateless run stream Last-Event-ID", "GET", "/runs/{r}/stream", headers={"Last-Event-ID": HUGE_DIGITS}),
+    Case(
+        "thread stream Last-Event-ID",
+        "GET",
+        "/threads/{t}/stream",
+        headers={"Last-Event-ID": HUGE_DIGITS},
+    ),
+    Case(
+        "thread stream Last-Event-ID seq",
+        "GET",
+        "/threads/{t}/stream",
+        headers={"Last-Event-ID": f"1-{HUGE_DIGITS}"},
+    ),
+    Case(
+        "thread stream Last-Event-ID key 18",
+        "GET",
+        "/threads/{t}/stream",
+        headers={"Last-Event-ID": "9" * 18},
+    ),
+    Case(
+        "run stream Last-Event-ID",
+        "GET",
+        "/threads/{t}/runs/{r}/stream",
+        headers={"Last-Event-ID": HUGE_DIGITS},
+    ),
+    Case(
+        "stateless run stream Last-Event-ID",
+        "GET",
+        "/runs/{r}/stream",
+        headers={"Last-Event-ID": HUGE_DIGITS},
+    ),
     # 7. sizes
-    Case("100,000 ids", "POST", "/threads/search", {"ids": [str(uuid.UUID(int=i)) for i in range(100_000)]}),
-    Case("1,000 namespace labels", "PUT", "/store/items", {"namespace": [f"l{i}" for i in range(1000)], "key": "k", "value": {}}),
+    Case(
+        "100,000 ids",
+        "POST",
+        "/threads/search",
+        {"ids": [str(uuid.UUID(int=i)) for i in range(100_000)]},
+    ),
+    Case(
+        "1,000 namespace labels",
+        "PUT",
+        "/store/items",
+        {"namespace": [f"l{i}" for i in range(1000)], "key": "k", "value": {}},
+    ),
     Case("long label", "PUT", "/store/items", {"namespace": ["x" * 5000], "key": "k", "value": {}}),
     Case("long key", "PUT", "/store/items", {"namespace": ["n"], "key": "k" * 5000, "value": {}}),
-    Case("deep prefix", "POST", "/store/items/search", {"namespace_prefix": [f"l{i}" for i in range(1000)]}),
+    Case(
+        "deep prefix",
+        "POST",
+        "/store/items/search",
+        {"namespace_prefix": [f"l{i}" for i in range(1000)]},
+    ),
     Case("huge filter", "POST", "/threads/search", {"metadata": {f"k{i}": i for i in range(5000)}}),
-    Case("huge store filter", "POST", "/store/items/search", {"filter": {f"k{i}": i for i in range(5000)}}),
+    Case(
+        "huge store filter",
+        "POST",
+        "/store/items/search",
+        {"filter": {f"k{i}": i for i in range(5000)}},
+    ),
     Case("huge metadata", "POST", "/threads", {"metadata": {"blob": "x" * 200_000}}),
-    Case("cancel 100,000 run ids", "POST", "/runs/cancel", {"run_ids": [str(uuid.UUID(int=i)) for i in range(100_000)]}),
-    Case("webhook ::::", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "webhook": "::::"}),
-    Case("webhook ftp", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "webhook": "ftp://example.com/x"}),
-    Case("webhook no host", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "webhook": "http://"}),
-    Case("webhook bad port", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "webhook": "http://h:99999/"}),
-    Case("webhook newline", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "webhook": "http://h/\nx"}),
-    _raw("nesting 100,000 deep", "POST", "/threads", '{"metadata": ' + "[" * 100_000 + "]" * 100_000 + "}"),
-    Case("nesting 200 deep", "POST", "/threads", {"metadata": {"x": json.loads("[" * 200 + "]" * 200)}}),
+    Case(
+        "cancel 100,000 run ids",
+        "POST",
+        "/runs/cancel",
+        {"run_ids": [str(uuid.UUID(int=i)) for i in range(100_000)]},
+    ),
+    Case(
+        "webhook ::::", "POST", "/threads/{t}/runs", {"assistant_id": "approval", "webhook": "::::"}
+    ),
+    Case(
+        "webhook ftp",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "webhook": "ftp://example.com/x"},
+    ),
+    Case(
+        "webhook no host",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "webhook": "http://"},
+    ),
+    Case(
+        "webhook bad port",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "webhook": "http://h:99999/"},
+    ),
+    Case(
+        "webhook newline",
+        "POST",
+        "/threads/{t}/runs",
+        {"assistant_id": "approval", "webhook": "http://h/\nx"},
+    ),
+    _raw(
+        "nesting 100,000 deep",
+        "POST",
+        "/threads",
+        '{"metadata": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    ),
+    Case(
+        "nesting 200 deep",
+        "POST",
+        "/threads",
+        {"metadata": {"x": json.loads("[" * 200 + "]" * 200)}},
+    ),
 ]
 
 
@@ -161,7 +347,9 @@ async def _snapshot(client: httpx.AsyncClient, seed: dict[str, str]) -> dict[str
         "history": len((await client.get(f"/threads/{t}/history")).json()),
         "runs": [r["run_id"] for r in (await client.get(f"/threads/{t}/runs")).json()],
         "assistant": (await client.get(f"/assistants/{seed['a']}")).json()["name"],
-        "item": (await client.get("/store/items", params={"namespace": "seed", "key": "k"})).json()["value"],
+        "item": (await client.get("/store/items", params={"namespace": "seed", "key": "k"})).json()[
+            "value"
+        ],
         "namespaces": (await client.post("/store/namespaces", json={})).json(),
     }
     copy = await client.post(f"/threads/{t}/copy")
@@ -176,12 +364,16 @@ async def _seed(client: httpx.AsyncClient) -> dict[str, str]:
     r = await client.post("/threads", json={"metadata": {"seed": "yes", "graph_id": "approval"}})
     assert r.status_code == 200, r.text
     t = r.json()["thread_id"]
-    r = await client.post(f"/threads/{t}/state", json={"values": {"request": "r"}, "as_node": "propose"})
+    r = await client.post(
+        f"/threads/{t}/state", json={"values": {"request": "r"}, "as_node": "propose"}
+    )
     assert r.status_code == 200, r.text
     r = await client.post("/assistants", json={"graph_id": "approval", "name": "seeded"})
     assert r.status_code == 200, r.text
     a = r.json()["assistant_id"]
-    r = await client.put("/store/items", json={"namespace": ["seed"], "key": "k", "value": {"v": 1}})
+    r = await client.put(
+        "/store/items", json={"namespace": ["seed"], "key": "k", "value": {"v": 1}}
+    )
     assert r.status_code == 204, r.text
     run = await insert_run(client, t, status="success")
     return {"t": t, "a": a, "r": run}

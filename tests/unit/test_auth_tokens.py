@@ -198,8 +198,20 @@ def test_scopes_decide_read_only(scope: object, read_only: bool) -> None:
 
 @pytest.mark.parametrize(
     "scope",
-    [7, {"read": True}, "READ", "read:all", "", " ", "openid profile", ["read", 7], [],
-     "read\x00", ["write\ud800"], "read\twrite"],
+    [
+        7,
+        {"read": True},
+        "READ",
+        "read:all",
+        "",
+        " ",
+        "openid profile",
+        ["read", 7],
+        [],
+        "read\x00",
+        ["write\ud800"],
+        "read\twrite",
+    ],
 )
 def test_unrecognised_or_malformed_scope_is_401_never_write(scope: object) -> None:
     # fail closed: a scope claim that is present but not understood grants nothing
@@ -208,8 +220,23 @@ def test_unrecognised_or_malformed_scope_is_401_never_write(scope: object) -> No
 
 @pytest.mark.parametrize(
     "tenant",
-    ["", " ", "\n", "acme\n", " acme", "acme ", "ac\x00me", "ac\ud800me", "a\tb", "x" * 256,
-     "*", 7, ["acme"], {"t": 1}, True],
+    [
+        "",
+        " ",
+        "\n",
+        "acme\n",
+        " acme",
+        "acme ",
+        "ac\x00me",
+        "ac\ud800me",
+        "a\tb",
+        "x" * 256,
+        "*",
+        7,
+        ["acme"],
+        {"t": 1},
+        True,
+    ],
 )
 def test_malformed_tenant_claim_is_401(tenant: object) -> None:
     rejected(hs_verifier(), hs_token(claims(tenant=tenant)))
