@@ -221,11 +221,11 @@ def configure(settings: LogSettings) -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
-    # Drivers that log each statement with its bound values at DEBUG (aiosqlite logs every
-    # `execute(sql, parameters)` call): never below INFO, whatever the root level, so a
-    # DEBUG log level cannot put the callers' data into the logs.
+    # Loggers that write statements with their bound values (aiosqlite at DEBUG, SQLAlchemy's
+    # echo at INFO): WARNING whatever the root level, so a DEBUG log level cannot put the
+    # callers' data into the logs.
     for name in PARAMETER_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO)
+        logging.getLogger(name).setLevel(logging.WARNING)
     # uvicorn's own loggers propagate to the root, so they share the format and the ids.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uv = logging.getLogger(name)

@@ -3,7 +3,8 @@
 Pure ASGI, in front of routing, so every route - those of today and any added later - gets it
 without opting in: the path, the query string and a JSON body are checked with
 `app.db.storable` before any endpoint runs. A bad value is a 422 `{"detail": ...}` naming
-where it is (never the value); a body that is not UTF-8 a 400. The body has been read whole
+where it is (never the value); a body that is not JSON at all (not UTF-8, or holding NaN /
+Infinity / a number that overflows to infinity) a 400. The body has been read whole
 by then, so the connection stays usable, and nothing has been written.
 
 The common body (ASCII, no `\\u` escape, no number that could overflow) is recognised from
@@ -18,7 +19,7 @@ import re
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.lean_route import is_json_content_type
-from app.db.storable import MAX_JSON_DEPTH, text_problem, value_problem
+from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, text_problem, value_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # What can make a decoded body unstorable: an escape (NUL, surrogates), a non-finite constant,
@@ -77,7 +78,9 @@ def body_problem(raw: bytes) -> tuple[int, str] | None:
     except (ValueError, RecursionError):
         return None
     problem = value_problem(value)
-    return (422, problem) if problem is not None else None
+    if problem is None:
+        return None
+    return (400 if NOT_FINITE in problem else 422), problem
 
 
 def _content_type(scope: Scope) -> str | None:

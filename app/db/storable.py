@@ -32,6 +32,10 @@ MAX_JSON_DEPTH = 100
 _NUL_OR_SURROGATE = re.compile(r"[\x00\ud800-\udfff]")
 
 
+# NaN, Infinity and 1e999 are not JSON at all: a body holding one is malformed (400)
+NOT_FINITE = "number is not finite (NaN, Infinity or overflow): not JSON"
+
+
 class UnstorableValue(ValidationFailed):
     """A value neither database can store and read back (answered 422; fails a run)."""
 
@@ -73,7 +77,7 @@ def value_problem(value: Any, root: str = "body") -> str | None:
                 return f"{_where(path, root)}: integer outside the 64-bit range"
         elif isinstance(item, float):
             if not math.isfinite(item):
-                return f"{_where(path, root)}: number is not finite (NaN, Infinity or overflow)"
+                return f"{_where(path, root)}: {NOT_FINITE}"
         elif isinstance(item, Mapping):
             for key, child in item.items():
                 if isinstance(key, str):
