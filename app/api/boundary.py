@@ -23,8 +23,9 @@ from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, text_problem, value_prob
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # What can make a decoded body unstorable: an escape (NUL, surrogates), a non-finite constant,
-# a long integer or an exponent. A false positive only costs one parse.
-_SUSPECT = re.compile(rb"\\u|Infinity|NaN|\d{19}|\d[eE]")
+# a 19-digit integer, or a 3-digit positive exponent (1e309 overflows to infinity; smaller or
+# negative ones are finite). A false positive (a hex id with "8e123") costs one parse.
+_SUSPECT = re.compile(rb"\\u|Infinity|NaN|\d{19}|\d[eE]\+?\d{3}")
 NOT_UTF8 = "request body is not valid UTF-8 (raw surrogate or invalid bytes)"
 
 
