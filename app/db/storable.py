@@ -178,6 +178,8 @@ IdList = Annotated[list[str] | None, Field(max_length=MAX_IDS)]
 
 
 MAX_URL_CHARS = 2048
+# what the spec states (check_webhook_url checks the rest: a valid port, no control chars)
+WEBHOOK_URL_PATTERN = r"^https?://[^/?#\s@]*@?[^/?#\s@:]+"
 
 
 def check_webhook_url(value: str | None) -> str | None:

@@ -13,6 +13,7 @@ from sqlalchemy.engine import Row
 from app.db.storable import (
     MAX_AFTER_SECONDS,
     MAX_URL_CHARS,
+    WEBHOOK_URL_PATTERN,
     IdList,
     Metadata,
     check_webhook_url,
@@ -82,7 +83,11 @@ class RunCreate(BaseModel):
     durability: Literal["sync", "async", "exit"] | None = None
     checkpoint_during: bool | None = None
     webhook: Annotated[str | None, AfterValidator(check_webhook_url)] = Field(
-        None, max_length=MAX_URL_CHARS, description="An absolute http(s) URL with a host."
+        None,
+        max_length=MAX_URL_CHARS,
+        pattern=WEBHOOK_URL_PATTERN,
+        json_schema_extra={"format": "uri"},
+        description="An absolute http(s) URL with a host.",
     )
     feedback_keys: list[str] | None = None
     langsmith_tracer: Any = None
