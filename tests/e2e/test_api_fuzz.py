@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.api_server import ROOT, serve, serve_on_new_pg_database
+from tests.e2e.api_server import serve, serve_on_new_pg_database
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +56,7 @@ def _fuzz(base_url: str, report: Path) -> tuple[int, dict[str, int], str]:
             "1",
             "--no-color",
         ],
-        cwd=ROOT,
+        cwd=report.parent,  # its cache and reports stay out of the repository
         capture_output=True,
         text=True,
         timeout=300,
