@@ -219,6 +219,29 @@ def _cmd_openapi(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    """Report (or with --fix repair) stored text that cannot be read back; exit 1 when
+    something unreadable is left."""
+    from app.ops.doctor import run_doctor
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            findings = await run_doctor(engine, fix=args.fix)
+        finally:
+            await engine.dispose()
+        for finding in findings:
+            print(finding.line())
+        left = [f for f in findings if not f.fixed]
+        fixed = len(findings) - len(left)
+        print(f"doctor: {len(findings)} unreadable value(s), {fixed} fixed", file=sys.stderr)
+        if left and not args.fix:
+            print("doctor: run `graphkeep doctor --fix` to repair them", file=sys.stderr)
+        return 1 if left else 0
+
+    return asyncio.run(run())
+
+
 def _cmd_apikey(args: argparse.Namespace, settings: Settings) -> int:
     from app.auth import apikeys
     from app.state import ensure_schema
@@ -373,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="where to write it; - for stdout (default: %(default)s)",
     )
     oapi.set_defaults(func=_cmd_openapi)
+
+    doctor = sub.add_parser(
+        "doctor", help="find (and --fix) stored text earlier versions kept unreadable"
+    )
+    doctor.add_argument("--fix", action="store_true", help="repair what it finds")
+    doctor.set_defaults(func=_cmd_doctor)
 
     key = sub.add_parser("apikey", help="create, list and revoke API keys")
     key_sub = key.add_subparsers(dest="apikey_command", required=True)

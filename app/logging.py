@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import Context, ContextVar, Token, copy_context
@@ -163,6 +164,26 @@ class ContextFilter(logging.Filter):
         return True
 
 
+def format_exception_safely(exc_info: Any) -> str:
+    """A traceback without the exceptions' messages: frames and class names only.
+
+    An exception's message is whatever its raiser put there - a driver quotes the values of
+    the failed statement, a graph its state - so it never reaches a log line.
+    """
+    _kind, exc, _tb = exc_info
+    if exc is None:
+        return ""
+    lines: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        frames = "".join(traceback.format_tb(current.__traceback__))
+        lines.append(f"Traceback (most recent call last):\n{frames}{type(current).__qualname__}")
+        current = current.__cause__ or current.__context__
+    return "\n\nwhich was raised while handling:\n".join(lines)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, ids, extra fields."""
 
@@ -175,7 +196,7 @@ class JsonFormatter(logging.Formatter):
         }
         payload.update(_extra_fields(record))
         if record.exc_info:
-            payload["exc_info"] = self.formatException(record.exc_info)
+            payload["exc_info"] = format_exception_safely(record.exc_info)
         return json.dumps(payload, default=str, ensure_ascii=False)
 
 
@@ -189,11 +210,12 @@ class TextFormatter(logging.Formatter):
         if fields:
             line = f"{line} {fields}"
         if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
+            line = f"{line}\n{format_exception_safely(record.exc_info)}"
         return line
 
 
 _HANDLER_NAME = "graphkeep"
+PARAMETER_LOGGERS = ("aiosqlite", "asyncpg", "sqlalchemy.engine", "sqlalchemy.pool")
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -221,6 +243,11 @@ def configure(settings: LogSettings) -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
+    # Loggers that write statements with their bound values (aiosqlite at DEBUG, SQLAlchemy's
+    # echo at INFO): WARNING whatever the root level, so a DEBUG log level cannot put the
+    # callers' data into the logs.
+    for name in PARAMETER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     # uvicorn's own loggers propagate to the root, so they share the format and the ids.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uv = logging.getLogger(name)

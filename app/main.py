@@ -14,12 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
 from app.api import assistants, meta, ops, runs, store, thread_stream, threads
+from app.api.allow import AllowHeaderMiddleware
 from app.api.auth import install_auth
+from app.api.boundary import BoundaryCheckMiddleware
 from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
-from app.api.errors import install_error_handlers
+from app.api.errors import ServerErrorGuard, install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
+from app.api.spec import install_openapi
 from app.assistants.service import ensure_system_assistants
 from app.auth.console_session import CONSOLE_PREFIX
 from app.checkpoint import SQLSaver, make_serde
@@ -213,7 +216,14 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     install_error_handlers(app)
+    install_openapi(app)
+    # Inside auth (added before it): a caller is known before its body is read and checked.
+    app.add_middleware(BoundaryCheckMiddleware)
+    app.add_middleware(AllowHeaderMiddleware)
     install_auth(app, settings)
+    # Around auth and routing: an exception that escaped becomes a JSON 500 on a connection
+    # that stays open (Starlette's outermost handler re-raises, which closes it).
+    app.add_middleware(ServerErrorGuard)
     # Added after auth, so they wrap it: every request (401s included) gets a request id in
     # its logs and is counted; ObservabilityMiddleware is outermost to time the whole request.
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)

@@ -124,7 +124,9 @@ def create_engine(
                 max_overflow=max_overflow,
                 pool_timeout=timeout_seconds,
             )
-    engine = create_async_engine(url, json_serializer=storable_json, **kwargs)
+    # hide_parameters: SQLAlchemy's error messages (and so any log of them) never carry the
+    # statement's bound values, which are the caller's data
+    engine = create_async_engine(url, json_serializer=storable_json, hide_parameters=True, **kwargs)
     if not is_sqlite(url) and not null_pool:
         _ping_idle_connections(engine, PING_IDLE_SECONDS)
     if is_sqlite(url):

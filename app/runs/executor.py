@@ -31,9 +31,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import metrics
 from app.auth.identity import restore_auth_user
 from app.db.dialect import reader
+from app.db.storable import UnstorableValue
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
-from app.graphs.jsonable import dumps, error_payload, to_jsonable
+from app.graphs.jsonable import dumps, error_payload, to_storable
 from app.runs import finish
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.ending import AttemptEnding, retry_deadlock
@@ -308,11 +309,11 @@ class RunExecutor(AttemptEnding):
         if not snapshot.created_at:
             return None, {}, False
         interrupts = {
-            task.id: to_jsonable(list(task.interrupts))
+            task.id: to_storable(list(task.interrupts), "interrupts")
             for task in snapshot.tasks
             if task.interrupts
         }
-        return to_jsonable(snapshot.values), interrupts, bool(snapshot.next)
+        return to_storable(snapshot.values, "values"), interrupts, bool(snapshot.next)
 
     def _ends_with_thread(self, run: ClaimedRun) -> bool:
         """A stateless run whose temporary thread goes when it ends, deleted by the run's
@@ -345,7 +346,14 @@ class RunExecutor(AttemptEnding):
             # the thread goes with the run: no state to read
             values, interrupts, has_next = None, dict[str, Any](), False
         else:
-            values, interrupts, has_next = await self._thread_state(run)
+            try:
+                values, interrupts, has_next = await self._thread_state(run)
+            except UnstorableValue as exc:
+                # graph output storage cannot hold: the run fails with a clear error and the
+                # thread's cached values are left empty rather than unreadable
+                outcome = _Outcome("error", error_payload(exc))
+                publisher.emit("error", dumps(outcome.error))
+                values, interrupts, has_next = None, dict[str, Any](), False
         rows = await publisher.final_rows()
         if outcome.status in ("error", "timeout"):
             thread_status = "error"
@@ -462,5 +470,5 @@ async def post_webhook(url: str, body: dict[str, Any]) -> None:
             )
             if response.status_code >= 400:
                 log.warning("webhook answered %s", response.status_code)
-    except (httpx.HTTPError, ValueError) as exc:
+    except Exception as exc:  # a URL stored by an older version may be anything
         log.warning("webhook failed: %s", type(exc).__name__)

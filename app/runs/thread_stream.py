@@ -35,7 +35,9 @@ from app.runs.queue import ACTIVE_STATUSES
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
-_LAST_EVENT_ID = re.compile(r"^(\d+)(?:-(\d+|\*))?$")
+# Bounded so a hostile id is a 422, not a 500: the key (microseconds since 1970) at most 17
+# digits (year 5138; datetime ends at 9999), the sequence at most 18 (fits a BIGINT).
+_LAST_EVENT_ID = re.compile(r"^(\d{1,17})(?:-(\d{1,18}|\*))?$")
 # Runs are keyed by the `created_at` their API process wrote; processes' clocks may differ a
 # little, so a live stream looks this far back for runs it has not seen yet.
 _SKEW = timedelta(seconds=30)
