@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
-from app.api import assistants, meta, ops, runs, store, thread_stream, threads
+from app.api import assistants, meta, ops, runs, store, thread_protocol, thread_stream, threads
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
@@ -179,6 +179,7 @@ def create_app(settings: Settings) -> FastAPI:
             store.router,
             runs.router,
             thread_stream.router,
+            thread_protocol.router,
             assistants.router,
             meta.router,
             ops.router,

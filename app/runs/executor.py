@@ -30,6 +30,7 @@ from app.graphs.jsonable import dumps, error_payload, to_jsonable
 from app.runs import finish
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
+from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.schemas import run_json
@@ -73,6 +74,10 @@ class RunExecutor:
         self.store = store
         self.run_timeout = run_timeout_seconds
         self.max_attempts = max_attempts
+        # the thread-stream protocol: its runs' v3 driver, every run's root lifecycle
+        self.thread_stream = ThreadStreamRuns(
+            engine=engine, hub=hub, graphs=graphs, run_timeout=run_timeout_seconds
+        )
         # PostgreSQL ends a run in one statement (app/runs/finish.py)
         self._one_statement_finish = engine.dialect.name == "postgresql"
 
@@ -115,6 +120,7 @@ class RunExecutor:
             done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
             ended = True
             self._observe(run, outcome, time.monotonic() - started)
+            await self.thread_stream.ended(run, outcome.status, outcome.error)
         except Exception:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
         finally:
@@ -169,7 +175,14 @@ class RunExecutor:
         publisher.emit("metadata", dumps({"run_id": run.run_id, "attempt": run.attempt}))
         try:
             try:
-                await self._drive(run, signals, publisher)
+                await self.thread_stream.drive(
+                    run,
+                    signals.control,
+                    classic=lambda: self._drive(run, signals, publisher),
+                    saver=self._saver(run),
+                    store=self._store(run),
+                    has_progress=lambda: self._has_progress(run),
+                )
             finally:
                 signals.settling = True
             return _Outcome("success")
