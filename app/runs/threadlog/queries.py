@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -80,7 +81,7 @@ def append_events(
         .where(TE.c.thread_id == thread_id)
         .scalar_subquery()
     )
-    selects: list[Select[tuple[object, ...]]] = []
+    selects: list[Select[Any]] = []
     for offset, (method, namespace, data) in enumerate(rows, start=1):
         seq = (base + literal(offset, BigInteger)).label("seq")
         selects.append(
@@ -103,7 +104,7 @@ def append_events(
 
 def read_after(
     *, tenant_id: str, thread_id: str, since: int, limit: int
-) -> Select[tuple[object, ...]]:
+) -> Select[Any]:
     """The caller's events of the thread with `seq > since`, oldest first."""
     return (
         select(TE.c.seq, TE.c.event_id, TE.c.method, TE.c.namespace, TE.c.data, TE.c.created_at)
@@ -113,14 +114,14 @@ def read_after(
     )
 
 
-def oldest_seq(*, tenant_id: str, thread_id: str) -> Select[tuple[object]]:
+def oldest_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
     """The lowest retained seq of the caller's thread (None when empty)."""
     return select(func.min(TE.c.seq)).where(
         TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id
     )
 
 
-def last_seq(*, tenant_id: str, thread_id: str) -> Select[tuple[object]]:
+def last_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
     return select(func.max(TE.c.seq)).where(
         TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id
     )
@@ -136,12 +137,12 @@ def delete_for_run(*, tenant_id: str, run_id: str) -> Delete:
     return delete(TE).where(and_(TE.c.tenant_id == tenant_id, TE.c.run_id == run_id))
 
 
-def run_has_events(*, tenant_id: str, run_id: str) -> Select[tuple[object]]:
+def run_has_events(*, tenant_id: str, run_id: str) -> Select[Any]:
     """Did an earlier attempt of the run log anything (its root `running` is there)?"""
     return select(TE.c.seq).where(TE.c.tenant_id == tenant_id, TE.c.run_id == run_id).limit(1)
 
 
-def thread_status(*, tenant_id: str, thread_id: str) -> Select[tuple[object]]:
+def thread_status(*, tenant_id: str, thread_id: str) -> Select[Any]:
     return select(threads.c.status).where(
         threads.c.tenant_id == tenant_id, threads.c.thread_id == thread_id
     )
