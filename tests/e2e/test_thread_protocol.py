@@ -282,3 +282,38 @@ async def test_bad_input_is_a_clean_protocol_error(live: Live) -> None:
             content=b'{"id":1,"method":"run.start","params":{"x":"' + b"a" * (2 << 20) + b'"}}',
         )
         assert r.status_code in (400, 413)
+
+
+async def test_replay_from_another_server_process(live: Live) -> None:
+    """The log is in the database: a second process (a restart, another replica) replays the
+    same events with the same seq and event_id, and live events it did not produce."""
+    tid = str(uuid.uuid4())
+    start = {
+        "id": 1,
+        "method": "run.start",
+        "params": {"assistant_id": "echo", "input": {"text": "a"}},
+    }
+    assert (await _command(live, tid, start)).json()["type"] == "success"
+    h = live.headers()
+    here = await _events(live.url, h, tid, {"channels": ALL}, until=lambda e: _root(e, "completed"))
+    with serve(live.db_url, live.tmp, workers=0, env=AUTH_ENV, name="replica") as other:
+        assert other.url is not None
+        there = await _events(
+            other.url, h, tid, {"channels": ALL}, until=lambda e: _root(e, "completed")
+        )
+        assert there == here
+        # a run executed by the first process reaches a stream held on the second
+        waiting = asyncio.create_task(
+            _events(
+                other.url,
+                h,
+                tid,
+                {"channels": ["lifecycle"], "since": here[-1]["seq"]},
+                until=lambda e: _root(e, "completed"),
+            )
+        )
+        await asyncio.sleep(0.5)
+        assert (await _command(live, tid, {**start, "id": 2})).json()["type"] == "success"
+        later = await waiting
+    assert [e["params"]["data"]["event"] for e in later] == ["running", "completed"]
+    assert later[0]["seq"] > here[-1]["seq"]
