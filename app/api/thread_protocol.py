@@ -33,7 +33,6 @@ log = logging.getLogger(__name__)
 
 MAX_COMMAND_BYTES = 1 << 20
 HEARTBEAT_SECONDS = 5.0
-_HTTP_ONLY = ("run.start", "input.respond", "agent.getTree", "subscription.subscribe")
 
 
 def _thread_id(value: str) -> str:

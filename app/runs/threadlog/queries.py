@@ -102,9 +102,7 @@ def append_events(
     return insert(TE).from_select(list(_COLUMNS), source)
 
 
-def read_after(
-    *, tenant_id: str, thread_id: str, since: int, limit: int
-) -> Select[Any]:
+def read_after(*, tenant_id: str, thread_id: str, since: int, limit: int) -> Select[Any]:
     """The caller's events of the thread with `seq > since`, oldest first."""
     return (
         select(TE.c.seq, TE.c.event_id, TE.c.method, TE.c.namespace, TE.c.data, TE.c.created_at)
