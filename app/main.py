@@ -11,7 +11,17 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
-from app.api import assistants, meta, ops, runs, store, thread_protocol, thread_stream, threads
+from app.api import (
+    assistants,
+    meta,
+    ops,
+    runs,
+    store,
+    thread_protocol,
+    thread_protocol_ws,
+    thread_stream,
+    threads,
+)
 from app.api.auth import install_auth
 from app.api.errors import install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
@@ -180,6 +190,7 @@ def create_app(settings: Settings) -> FastAPI:
             runs.router,
             thread_stream.router,
             thread_protocol.router,
+            thread_protocol_ws.router,
             assistants.router,
             meta.router,
             ops.router,

@@ -117,6 +117,16 @@ class ProtocolCommands:
             thread = await find_thread(
                 self.runs.engine, tenant_id=principal.tenant_id, thread_id=thread_id
             )
+            # start vs resume is decided on the settled thread: a run still finishing at its
+            # interrupt has not stored the interrupt yet (the official server polls too)
+            deadline = asyncio.get_running_loop().time() + BUSY_WAIT_SECONDS
+            while thread is not None and thread.status == "busy" and not thread.interrupts:
+                if asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+                thread = await find_thread(
+                    self.runs.engine, tenant_id=principal.tenant_id, thread_id=thread_id
+                )
             if thread is not None and thread.interrupts:
                 body["command"] = {"resume": value}  # RemoteGraph's Command(resume=x)
             else:

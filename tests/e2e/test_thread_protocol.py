@@ -317,3 +317,63 @@ async def test_replay_from_another_server_process(live: Live) -> None:
         later = await waiting
     assert [e["params"]["data"]["event"] for e in later] == ["running", "completed"]
     assert later[0]["seq"] > here[-1]["seq"]
+
+
+async def test_websocket_transport(live: Live) -> None:
+    """The SDK over WebSocket (its upgrade carries only the `headers=` passed to stream())."""
+    client = live.client()
+    async with client.threads.stream(
+        assistant_id="asker", transport="websocket", headers=live.headers()
+    ) as thread:
+        await thread.run.start(input={"question": "ws?"})
+        snaps = [snap async for snap in thread.values]
+        assert {"question": "ws?"} in snaps and thread.interrupted
+        await thread.run.respond("sure")
+        out = await asyncio.wait_for(thread.output, 15)
+    assert out == {"question": "ws?", "answer": "sure!"}
+
+
+async def test_websocket_bad_frames_and_gap(live: Live) -> None:
+    import websockets
+
+    tid = str(uuid.uuid4())
+    url = live.url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+    async with websockets.connect(url, additional_headers=live.headers()) as ws:
+        await ws.send("{not json")
+        bad = json.loads(await ws.recv())
+        assert bad["type"] == "error" and bad["id"] is None and bad["error"] == "invalid_argument"
+        await ws.send(
+            json.dumps(
+                {"id": 1, "method": "subscription.subscribe", "params": {"channels": ["debug"]}}
+            )
+        )
+        assert json.loads(await ws.recv())["error"] == "invalid_argument"
+        await ws.send(
+            json.dumps(
+                {"id": 2, "method": "subscription.unsubscribe", "params": {"subscription_id": "x"}}
+            )
+        )
+        assert json.loads(await ws.recv())["error"] == "no_such_subscription"
+        await ws.send(
+            json.dumps(
+                {"id": 3, "method": "subscription.subscribe", "params": {"channels": ["lifecycle"]}}
+            )
+        )
+        ok = json.loads(await ws.recv())
+        assert ok["type"] == "success" and ok["id"] == 3 and ok["result"]["subscription_id"]
+        start = {
+            "id": 4,
+            "method": "run.start",
+            "params": {"assistant_id": "echo", "input": {"text": "w"}},
+        }
+        await ws.send(json.dumps(start))
+        frames = [json.loads(await asyncio.wait_for(ws.recv(), 15)) for _ in range(3)]
+        assert [f.get("type") for f in frames].count("success") == 1
+        events = [f["params"]["data"]["event"] for f in frames if f.get("type") == "event"]
+        assert events == ["running", "completed"]
+    async with websockets.connect(
+        url.replace(tid, "not-a-uuid"), additional_headers=live.headers()
+    ) as ws:
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4422
