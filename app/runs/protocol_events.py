@@ -44,9 +44,17 @@ class ProtocolNormaliser:
             out.append(("values", namespace, to_jsonable(_strip_interrupt(data))))
             return out
         if method == "messages":
-            return [("messages", namespace, self._message(data))]
-        if method == "lifecycle" and not namespace:
-            return []  # the root's lifecycle is the driver's (running ... one terminal)
+            body = self._message(data)
+            if not isinstance(body, dict) or "event" not in body:
+                return []  # a whole message (not a content-block event): the official drops it
+            return [("messages", namespace, body)]
+        if method == "lifecycle":
+            child = data.get("namespace") if isinstance(data, Mapping) else None
+            if isinstance(child, list) and child:
+                # a subgraph's lifecycle, announced from its parent: at the child's namespace
+                return [("lifecycle", [str(s) for s in child], to_jsonable(data))]
+            if not namespace:
+                return []  # the root's lifecycle is the driver's (running ... one terminal)
         if method in PASSED_THROUGH:
             if method == "updates":
                 data = _strip_interrupt(data)
