@@ -139,6 +139,10 @@ class ThreadStreamRuns:
         has_progress: Callable[[], Awaitable[bool]],
     ) -> None:
         """Log the root `running` (once per run id), then execute the run."""
+        if run.temporary and not is_protocol_run(run.kwargs):
+            # a stateless run's thread goes with it and nobody can stream it: no log rows
+            await classic()
+            return
         if not await self._logged_before(run):
             await self._root(run, {"event": "running", "graph_name": run.graph_id}, settled=False)
         if not is_protocol_run(run.kwargs):
@@ -192,6 +196,8 @@ class ThreadStreamRuns:
         """The root terminal, once the run's final status and the thread are committed."""
         interrupted = run.run_id in self._root_interrupted
         self._root_interrupted.discard(run.run_id)
+        if run.temporary and not is_protocol_run(run.kwargs):
+            return
         if status == "rollback":  # the run went: its events go with it
             async with self.engine.begin() as conn:
                 await conn.execute(
