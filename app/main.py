@@ -13,7 +13,17 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__
-from app.api import assistants, meta, ops, runs, store, thread_stream, threads
+from app.api import (
+    assistants,
+    meta,
+    ops,
+    runs,
+    store,
+    thread_protocol,
+    thread_protocol_ws,
+    thread_stream,
+    threads,
+)
 from app.api.allow import AllowHeaderMiddleware
 from app.api.auth import install_auth
 from app.api.boundary import BoundaryCheckMiddleware
@@ -237,6 +247,8 @@ def create_app(settings: Settings) -> FastAPI:
             store.router,
             runs.router,
             thread_stream.router,
+            thread_protocol.router,
+            thread_protocol_ws.router,
             assistants.router,
             meta.router,
             ops.router,

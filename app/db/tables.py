@@ -161,6 +161,25 @@ run_events = Table(
     Index("ix_run_events_expires_at", "expires_at"),
 )
 
+# The thread-stream protocol's durable per-thread event log: `seq` is allocated per thread
+# in the inserting statement (max + 1), so commit order is seq order and a reader polling
+# `seq > cursor` never skips a row; `event_id` is stable across connections and restarts.
+thread_events = Table(
+    "thread_events",
+    metadata,
+    Column("thread_id", ID, primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("run_id", ID, nullable=True),
+    Column("attempt", Integer, nullable=False),
+    Column("method", String(64), nullable=False),
+    Column("namespace", Text, nullable=False),  # compact JSON list of segments
+    Column("data", Text, nullable=False),  # the encoded payload (app/runs/threadlog/codec.py)
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_thread_events_run", "run_id"),
+)
+
 # --------------------------------------------------------------------------- checkpoints
 
 checkpoints = Table(

@@ -41,6 +41,7 @@ from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
+from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.schemas import run_json
@@ -76,6 +77,10 @@ class RunExecutor(AttemptEnding):
         self.store = store
         self.run_timeout = run_timeout_seconds
         self.max_attempts = max_attempts
+        # the thread-stream protocol: its runs' v3 driver, every run's root lifecycle
+        self.thread_stream = ThreadStreamRuns(
+            engine=engine, hub=hub, graphs=graphs, run_timeout=run_timeout_seconds
+        )
         # PostgreSQL ends a run in one statement (app/runs/finish.py)
         self._one_statement_finish = engine.dialect.name == "postgresql"
 
@@ -133,6 +138,8 @@ class RunExecutor(AttemptEnding):
                 ended = True
             if ended:
                 self._observe(run, outcome, time.monotonic() - started)
+                status = "error" if outcome.give_up else outcome.status
+                await self.thread_stream.ended(run, status, outcome.error)
         except AttemptSuperseded as exc:
             signals.supersede(exc.what, None)
         except asyncio.CancelledError:
@@ -142,6 +149,8 @@ class RunExecutor(AttemptEnding):
         except Exception as exc:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
             ended = await self._settle_failed(run, publisher, exc, worker_id=worker_id)
+            if ended:  # it gave up: the thread stream's root ends `failed` too
+                await self.thread_stream.ended(run, "error", error_payload(exc))
         finally:
             publisher.close(ended=ended)
         if signals.superseded is not None:
@@ -202,7 +211,15 @@ class RunExecutor(AttemptEnding):
         publisher.emit("metadata", dumps({"run_id": run.run_id, "attempt": run.attempt}))
         try:
             try:
-                await self._drive(run, signals, publisher)
+                await self.thread_stream.drive(
+                    run,
+                    signals.control,
+                    classic=lambda: self._drive(run, signals, publisher),
+                    saver=self._fenced_saver(run, signals),
+                    store=self._store(run),
+                    has_progress=lambda: self._has_progress(run),
+                    check_lease=signals.check_lease,
+                )
             finally:
                 signals.settling = True
             return _Outcome("success")

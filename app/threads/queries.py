@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import json_contains
 from app.db.listing import order_by
-from app.db.tables import run_events, runs, threads
+from app.db.tables import run_events, runs, thread_events, threads
 from app.threads.schemas import THREAD_SORT_COLUMNS, JSONObject, Thread, ThreadTTL
 
 T = threads.c
@@ -200,6 +200,11 @@ async def delete_thread_rows(
     await conn.execute(
         delete(run_events).where(
             run_events.c.tenant_id == tenant_id, run_events.c.thread_id.in_(found)
+        )
+    )
+    await conn.execute(
+        delete(thread_events).where(
+            thread_events.c.tenant_id == tenant_id, thread_events.c.thread_id.in_(found)
         )
     )
     await conn.execute(
