@@ -29,6 +29,6 @@ async def info() -> dict[str, Any]:
     return {
         "version": __version__,
         "langgraph_py_version": _pkg_version("langgraph"),
-        "flags": {"assistants": True, "crons": False, "langsmith": False, "strict_resume": True},
+        "flags": {"assistants": True, "crons": True, "langsmith": False, "strict_resume": True},
         "host": {"kind": "graphkeep"},
     }
