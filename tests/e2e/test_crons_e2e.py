@@ -210,3 +210,30 @@ async def test_killed_after_claim_fires_once_after_restart(
     with serve(url, tmp_path, workers=2, env=FAST, name="after"):
         got = await _settle(engine, len(ids))
     assert got == dict.fromkeys(ids, 1)
+
+
+async def test_graphkeep_client_crons(live: Live) -> None:
+    from graphkeep_client import AsyncClient, Cron, NotFound
+
+    async with AsyncClient(live.url) as client:
+        thread = await client.threads.create()
+        cron = await client.crons.create_for_thread(
+            thread.thread_id, "steps", schedule="15 * * * *", timezone="Asia/Kolkata"
+        )
+        assert isinstance(cron, Cron) and cron.thread_id == thread.thread_id
+        assert cron.next_run_date is not None and cron.next_run_date.minute in (15, 45)
+        assert (await client.crons.get(cron.cron_id)).schedule == "15 * * * *"
+        stateless = await client.crons.create("steps", schedule="0 0 * * *", metadata={"a": 1})
+        assert [c.cron_id for c in await client.crons.search(metadata={"a": 1})] == [
+            stateless.cron_id
+        ]
+        assert await client.crons.count(thread_id=thread.thread_id) == 1
+        end = datetime.now(UTC) + timedelta(days=2)
+        changed = await client.crons.update(stateless.cron_id, end_time=end, enabled=False)
+        assert changed.enabled is False and changed.end_time is not None
+        cleared = await client.crons.update(stateless.cron_id, end_time=None)
+        assert cleared.end_time is None
+        await client.crons.delete(cron.cron_id)
+        await client.crons.delete(stateless.cron_id)
+        with pytest.raises(NotFound):
+            await client.crons.get(cron.cron_id)
