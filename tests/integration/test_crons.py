@@ -356,3 +356,37 @@ async def test_thread_storage_figures(app_and_client: Any) -> None:
     missing = "00000000-0000-4000-8000-000000000001"
     assert (await c.get(f"/threads/{missing}/storage")).status_code == 404
     assert (await c.get("/threads/nope/storage")).status_code == 422
+
+
+async def test_deleted_assistant_stops_and_busy_reject_skips(app_and_client: Any) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    assistant = (await c.post("/assistants", json={"graph_id": "steps"})).json()
+    cron = (
+        await c.post(
+            "/runs/crons", json={"assistant_id": assistant["assistant_id"], "schedule": "* * * * *"}
+        )
+    ).json()
+    assert (await c.delete(f"/assistants/{assistant['assistant_id']}")).status_code == 204
+    state = app.state.graphkeep
+    ticker = CronScheduler(engine=engine, runs=state.runs)
+    await _backdate(engine, cron["cron_id"], 1)
+    await ticker.tick()
+    row = await _row(engine, cron["cron_id"])  # (or the app's scheduler got there first)
+    assert row.status == "assistant_deleted" and row.enabled is False
+    assert await _cron_runs(engine, cron["cron_id"]) == 0
+    # multitask_strategy=reject on a busy thread: that due time is skipped, the cron goes on
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    busy = {"assistant_id": "steps", "input": {"tag": "b", "sleep": 1.5}}
+    assert (await c.post(f"/threads/{thread}/runs", json=busy)).status_code == 200
+    rejecting = (
+        await c.post(
+            f"/threads/{thread}/runs/crons",
+            json={"assistant_id": "steps", "schedule": "* * * * *", "multitask_strategy": "reject"},
+        )
+    ).json()
+    await _backdate(engine, rejecting["cron_id"], 1)
+    await ticker.tick()
+    row = await _row(engine, rejecting["cron_id"])
+    assert row.status == "active" and row.next_run_date > utcnow()
+    assert await _cron_runs(engine, rejecting["cron_id"]) == 0
