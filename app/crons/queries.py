@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -124,18 +124,19 @@ def next_due(now: datetime) -> Select[Any]:
     return select(func.min(C.next_run_date)).where(C.enabled.is_(True), C.next_run_date > now)
 
 
-async def advance(
-    conn: AsyncConnection,
-    *,
-    cron_id: str,
-    next_run_date: datetime | None,
-    status: str,
-    enabled: bool,
-    now: datetime,
-) -> None:
-    """Move a claimed cron on (in the claim's transaction; the row is locked by it)."""
-    await conn.execute(
-        update(crons)
-        .where(C.cron_id == cron_id)
-        .values(next_run_date=next_run_date, status=status, enabled=enabled, updated_at=now)
+_ADVANCE = (
+    update(crons)
+    .where(C.cron_id == bindparam("b_cron_id"))
+    .values(
+        next_run_date=bindparam("b_next_run_date"),
+        status=bindparam("b_status"),
+        enabled=bindparam("b_enabled"),
+        updated_at=bindparam("b_now"),
     )
+)
+
+
+async def advance_many(conn: AsyncConnection, moves: list[JSONObject], *, now: datetime) -> None:
+    """Move claimed crons on (in the claim's transaction, rows locked by it): one executemany.
+    Each move: b_cron_id, b_next_run_date, b_status, b_enabled."""
+    await conn.execute(_ADVANCE, [{**move, "b_now": now} for move in moves])

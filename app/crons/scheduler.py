@@ -55,6 +55,7 @@ class _Fired:
     run_id: str | None = None
     thread_id: str | None = None
     to_cancel: list[str] = field(default_factory=list)
+    advance: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,6 +76,10 @@ class CronScheduler:
                 )
             ).all()
             fired = [await self._fire(conn, row, now) for row in rows]
+            if rows:
+                await q.advance_many(conn, [one.advance for one in fired], now=now)
+            if any(one.run_id for one in fired):
+                await self.runs.notify_queued(conn)  # one NOTIFY for the whole batch
         for one in fired:  # committed: the runs exist
             self.runs.after_commit(one.to_cancel)
             metrics.observe_cron_firing(one.outcome, one.lag)
@@ -98,7 +103,7 @@ class CronScheduler:
         end: datetime | None = row.end_time
         if end is not None and due > end:
             fired.outcome = Outcome.ENDED
-            await self._advance(conn, row, None, CronStatus.ENDED, now)
+            self._advance(fired, row, None, CronStatus.ENDED)
             return fired
         upcoming: datetime | None = next_after(
             row.schedule, parse_timezone(row.timezone), max(now, due)
@@ -131,33 +136,31 @@ class CronScheduler:
             ):
                 gone = CronStatus.THREAD_DELETED
             fired.outcome = gone
-            await self._advance(conn, row, None, gone, now, enabled=False)
+            self._advance(fired, row, None, gone, enabled=False)
             return fired
         except Conflict:
             fired.outcome = Outcome.SKIPPED_BUSY
         except (AppError, ValueError):
             fired.outcome = Outcome.INVALID
-        await self._advance(conn, row, upcoming, status, now)
+        self._advance(fired, row, upcoming, status)
         return fired
 
-    async def _advance(
+    def _advance(
         self,
-        conn: AsyncConnection,
+        fired: _Fired,
         row: Any,
         upcoming: datetime | None,
         status: str,
-        now: datetime,
         *,
         enabled: bool | None = None,
     ) -> None:
-        await q.advance(
-            conn,
-            cron_id=row.cron_id,
-            next_run_date=upcoming,
-            status=status,
-            enabled=row.enabled if enabled is None else enabled,
-            now=now,
-        )
+        """Record the row's new due time; the tick writes all of them in one executemany."""
+        fired.advance = {
+            "b_cron_id": row.cron_id,
+            "b_next_run_date": upcoming,
+            "b_status": status,
+            "b_enabled": row.enabled if enabled is None else enabled,
+        }
 
     async def _idle_wait(self) -> float:
         """Seconds until the next due time, at most the poll interval; sets the due gauge."""

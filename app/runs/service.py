@@ -280,7 +280,8 @@ class RunService:
         """Queue a run inside the caller's open transaction (the cron scheduler's claim), so
         the run exists exactly when the caller's other writes commit. Validation, 404 and 409
         are raised before anything is written. Returns the run and the running runs a
-        strategy asked to stop; call `after_commit` with them once committed."""
+        strategy asked to stop. Before committing call `notify_queued` once (for any number
+        of runs created so), and `after_commit` with the runs to stop once committed."""
         prepare.validate(payload, stateless=thread_id is None)
         now = utcnow()
         new = _NewRun(
@@ -298,6 +299,10 @@ class RunService:
         created, _, to_cancel, graph_id = await self._insert_run(new, direct=False, conn=conn)
         metrics.count_run_created(graph_id)
         return run_json(created), to_cancel
+
+    async def notify_queued(self, conn: AsyncConnection) -> None:
+        """Wake other processes' workers when `conn`'s transaction commits."""
+        await self.hub.notify(conn, "q")
 
     def after_commit(self, to_cancel: list[str]) -> None:
         """What `create` does once its transaction committed: wake the workers, stop the
@@ -321,7 +326,8 @@ class RunService:
         tenant_id, thread_id, assistant_id = new.tenant_id, new.thread_id, new.assistant_id
         payload, stateless, now = new.payload, new.stateless, new.now
         to_cancel: list[str] = []
-        if self._one_statement_create and conn is None:
+        joined = conn is not None  # the caller's transaction: it sends one NOTIFY for all
+        if self._one_statement_create and not joined:
             fast = await self._insert_fast(new, direct=direct)
             if fast is not None:
                 return fast
@@ -381,7 +387,7 @@ class RunService:
                     },
                     config=kwargs["config"],
                 )
-            if not (direct and pool is not None):
+            if not (direct and pool is not None) and not joined:
                 await self.hub.notify(conn, "q")
         dispatched = None
         if direct and pool is not None:  # handed to a local worker slot without a claim

@@ -171,9 +171,12 @@ async def main():
     async with engine.begin() as conn:
         now = utcnow()
         rows = (await conn.execute(q.claim_due("postgresql", now=now, limit=100))).all()
-        for row in rows:  # the scheduler's claim: locked and advanced, run not yet written
-            await q.advance(conn, cron_id=row.cron_id, next_run_date=None, status="active",
-                            enabled=True, now=now)
+        moves = [  # the scheduler's claim: locked and advanced, run not yet written
+            {"b_cron_id": r.cron_id, "b_next_run_date": None, "b_status": "active",
+             "b_enabled": True}
+            for r in rows
+        ]
+        await q.advance_many(conn, moves, now=now)
         print("claimed", len(rows), flush=True)
         await asyncio.sleep(600)
 
