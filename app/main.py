@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import __version__
 from app.api import (
     assistants,
+    crons,
     meta,
     ops,
     runs,
@@ -38,6 +39,8 @@ from app.auth.console_session import CONSOLE_PREFIX
 from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
 from app.console.install import install_console
+from app.crons.scheduler import CronScheduler
+from app.crons.service import CronService
 from app.db.engine import create_engine
 from app.graphs.config import ServerConfig
 from app.graphs.registry import load_registry
@@ -127,6 +130,21 @@ async def _start_retention(state: AppState) -> None:
         state.spawn(loop, name=name)
 
 
+async def _start_crons(state: AppState) -> None:
+    # The cron API everywhere; the scheduler only where runs execute (serve with workers,
+    # `graphkeep worker`): any number of them may run, each due time fires once.
+    state.extras["crons"] = CronService(engine=state.engine, graphs=state.graphs)
+    if state.settings.workers > 0:
+        scheduler = CronScheduler(
+            engine=state.engine,
+            runs=state.runs,
+            poll_seconds=state.settings.cron_poll_seconds,
+            batch_size=state.settings.cron_batch_size,
+        )
+        state.extras["cron_scheduler"] = scheduler
+        state.spawn(scheduler.run_forever(), name="gk-cron-scheduler")
+
+
 def startup_steps(settings: Settings) -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
     return [
@@ -136,6 +154,7 @@ def startup_steps(settings: Settings) -> list[StartupStep]:
         _ensure_system_assistants,
         _attach_runs,
         _start_retention,
+        _start_crons,
     ]
 
 
@@ -250,6 +269,7 @@ def create_app(settings: Settings) -> FastAPI:
             thread_protocol.router,
             thread_protocol_ws.router,
             assistants.router,
+            crons.router,
             meta.router,
             ops.router,
         ],

@@ -217,6 +217,28 @@ RETENTION_FAILURES = Counter(
     registry=REGISTRY,
 )
 
+# --------------------------------------------------------------------------- crons
+
+CRON_FIRINGS = Counter(
+    "graphkeep_cron_firings_total",
+    "Cron due times handled by the scheduler, by outcome (fired, skipped_busy, "
+    "assistant_deleted, thread_deleted, invalid, ended).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+CRON_LAG = Histogram(
+    "graphkeep_cron_lag_seconds",
+    "Scheduling lag: from a cron's due time to its run being created.",
+    buckets=_LATENCY_BUCKETS + (30, 60, 300),
+    registry=REGISTRY,
+)
+CRONS_DUE = Gauge(
+    "graphkeep_crons_due",
+    "Enabled crons due but not yet claimed (sampled by each idle scheduler).",
+    multiprocess_mode="livemax",
+    registry=REGISTRY,
+)
+
 # Metric families a dashboard may query (the base names, before _bucket/_sum/_count).
 ALL_METRICS = (
     HTTP_REQUESTS,
@@ -244,6 +266,9 @@ ALL_METRICS = (
     RETENTION_REMOVED,
     RETENTION_SWEEP,
     RETENTION_FAILURES,
+    CRON_FIRINGS,
+    CRON_LAG,
+    CRONS_DUE,
 )
 
 
@@ -441,6 +466,17 @@ def observe_retention_sweep(seconds: float, *, failed: bool) -> None:
     RETENTION_SWEEP.observe(seconds)
     if failed:
         RETENTION_FAILURES.inc()
+
+
+def observe_cron_firing(outcome: str, lag_seconds: float) -> None:
+    """The scheduler handled one due time (lag: due time -> run created)."""
+    CRON_FIRINGS.labels(outcome).inc()
+    if outcome == "fired":
+        CRON_LAG.observe(lag_seconds)
+
+
+def set_crons_due(count: int) -> None:
+    CRONS_DUE.set(count)
 
 
 def exposed_names() -> set[str]:

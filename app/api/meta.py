@@ -34,7 +34,7 @@ async def info(state: AppStateDep) -> dict[str, Any]:
         "langgraph_py_version": _pkg_version("langgraph"),
         "flags": {
             "assistants": True,
-            "crons": False,
+            "crons": True,
             "langsmith": False,
             "strict_resume": True,
             # /mcp and /a2a/{assistant_id} (app/protocols/): the setting and langgraph.json's

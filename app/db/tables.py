@@ -180,6 +180,33 @@ thread_events = Table(
     Index("ix_thread_events_run", "run_id"),
 )
 
+# --------------------------------------------------------------------------- crons
+
+crons = Table(
+    "crons",
+    metadata,
+    Column("cron_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("assistant_id", ID, nullable=False),
+    Column("thread_id", ID, nullable=True),  # NULL: stateless, a new thread per firing
+    Column("user_id", String(255), nullable=True),  # the creator's identity; firings run as it
+    Column("schedule", String(255), nullable=False),
+    Column("timezone", String(64), nullable=False),
+    Column("next_run_date", UTCDateTime, nullable=True),  # NULL: it will not fire again
+    Column("end_time", UTCDateTime, nullable=True),
+    Column("enabled", Boolean, nullable=False),
+    # active | ended | assistant_deleted | thread_deleted (app/crons/schemas.py)
+    Column("status", String(32), nullable=False),
+    Column("on_run_completed", String(16), nullable=True),
+    Column("payload", JSONType, nullable=False),  # the run fields each firing creates a run with
+    Column("metadata", JSONType, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    # the scheduler's due query is one range of this index (enabled, due by now)
+    Index("ix_crons_enabled_next_run_date", "enabled", "next_run_date"),
+    Index("ix_crons_tenant_created", "tenant_id", "created_at"),
+)
+
 # --------------------------------------------------------------------------- checkpoints
 
 checkpoints = Table(

@@ -76,6 +76,14 @@ REQUIRED_COVERAGE = frozenset(
         "DELETE /store/items",
         "POST /store/items/search",
         "POST /store/namespaces",
+        "POST /runs/crons",
+        "POST /threads/{thread_id}/runs/crons",
+        "POST /runs/crons/search",
+        "POST /runs/crons/count",
+        "GET /runs/crons/{cron_id}",
+        "PATCH /runs/crons/{cron_id}",
+        "DELETE /runs/crons/{cron_id}",
+        "GET /threads/{thread_id}/storage",
     }
 )
 
