@@ -20,7 +20,6 @@ from fastapi import WebSocket, WebSocketDisconnect
 from app.api.errors import status_for
 from app.api.lean_route import resource_router
 from app.api.thread_protocol import HEARTBEAT_SECONDS, run_command, thread_log
-from app.auth.principal import ANONYMOUS
 from app.errors import AppError
 from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription
 from app.threads.service import parse_thread_id
@@ -153,13 +152,12 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
     state = websocket.app.state.graphkeep
     try:
         thread_id = parse_thread_id(thread_id)
-        resolver = getattr(websocket.app.state, "resolve_principal", None)
-        principal = await resolver(websocket) if resolver is not None else None
+        # the same resolver as PrincipalDep (app/api/auth.py); none installed is a bug,
+        # never an anonymous caller
+        principal = await websocket.app.state.resolve_principal(websocket)
     except AppError as exc:
         await websocket.close(4000 + status_for(exc), exc.detail[:100])
         return
-    if principal is None:
-        principal = ANONYMOUS
     sock = _Socket(websocket, state, principal, thread_id)
     try:
         while True:
