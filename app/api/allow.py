@@ -8,6 +8,9 @@ specific path. This pure ASGI layer:
 
 - answers 405 for a method a literal path (no parameters) does not take, when a
   parameterised path would otherwise swallow it (one dict lookup per request);
+- likewise for a template whose last segment is literal (`/threads/{id}/runs/crons`, POST
+  only), which `/threads/{id}/runs/{run_id}` would otherwise swallow as run id "crons": the
+  candidates are found by (segment count, last segment), one dict lookup, then a regex or two;
 - rewrites the `Allow` of every 405 with the methods of the most specific templates that
   match the path (the methods openapi.json documents for it).
 """
@@ -53,6 +56,7 @@ class AllowHeaderMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self._literal: dict[str, frozenset[str]] | None = None
+        self._tails: dict[tuple[int, str], list[Route]] | None = None
 
     def _literal_paths(self, scope: Scope) -> dict[str, frozenset[str]]:
         if self._literal is None:  # the routes are final once requests arrive
@@ -63,11 +67,36 @@ class AllowHeaderMiddleware:
             self._literal = {path: frozenset(m) for path, m in literal.items()}
         return self._literal
 
+    def _literal_tails(self, scope: Scope) -> dict[tuple[int, str], list[Route]]:
+        """Parameterised templates ending in a literal segment, by (segments, last one)."""
+        if self._tails is None:
+            tails: dict[tuple[int, str], list[Route]] = {}
+            for route in _routes(scope):
+                last = route.path.rsplit("/", 1)[-1]
+                if route.param_convertors and "{" not in last:
+                    tails.setdefault((route.path.count("/"), last), []).append(route)
+            self._tails = tails
+        return self._tails
+
+    def _allowed(self, scope: Scope) -> frozenset[str] | None:
+        path: str = scope["path"]
+        allowed = self._literal_paths(scope).get(path)
+        if allowed is not None:
+            return allowed
+        candidates = self._literal_tails(scope).get((path.count("/"), path.rsplit("/", 1)[-1]))
+        if not candidates:
+            return None
+        methods: set[str] = set()
+        for route in candidates:
+            if route.matches(scope)[0] is not Match.NONE:
+                methods.update(route.methods or ())
+        return frozenset(methods) if methods else None
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        allowed = self._literal_paths(scope).get(scope["path"])
+        allowed = self._allowed(scope)
         if allowed is not None and scope["method"] not in allowed | {"HEAD", "OPTIONS"}:
             await drain(receive)  # the connection then carries the next request
             await _method_not_allowed(send, sorted(allowed - {"HEAD"}))
