@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# graphkeep: multi-stage image. The builder installs graphkeep (and its locked dependency
-# ranges) into a virtualenv; the runtime stage copies only that virtualenv onto a slim base and
-# runs as an unprivileged user.
+# graphkeep: multi-stage image. The builder builds graphkeep's wheel and installs it, with the
+# exact versions CI tested (constraints.txt), into a virtualenv; the runtime stage copies only
+# that virtualenv onto a slim base and runs as an unprivileged user. The wheel (not the source
+# tree) is what runs, so the image is what `pip install graphkeep-*.whl` gives anyone.
 #
 #   docker build -t graphkeep .
 #   docker run --rm -p 8123:8123 graphkeep                        # embedded SQLite, dev only
@@ -18,15 +19,22 @@ ENV PIP_NO_CACHE_DIR=1 \
 RUN python -m venv /opt/graphkeep
 ENV PATH=/opt/graphkeep/bin:$PATH
 WORKDIR /src
-# Dependencies first, so their layer is cached until pyproject.toml changes.
-COPY pyproject.toml README.md ./
+# Dependencies first, at the tested pins, so their layer is cached until pyproject.toml or
+# constraints.txt changes.
+COPY pyproject.toml README.md constraints.txt ./
 RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
+    && pip install -c constraints.txt -r /tmp/requirements.txt
 COPY alembic.ini ./
 COPY alembic ./alembic
 COPY app ./app
-RUN pip install --no-deps . \
-    && graphkeep --help >/dev/null
+# The wheel carries the migrations as app/_alembic; migrating a scratch SQLite file here proves
+# the installed package finds them (the image's own smoke test), then the file is removed.
+RUN pip wheel --no-deps -w /tmp/dist . \
+    && pip install -c constraints.txt /tmp/dist/graphkeep-*.whl \
+    && cd /tmp \
+    && GRAPHKEEP_DATABASE_URL=sqlite+aiosqlite:////tmp/smoke.db graphkeep migrate \
+    && graphkeep --version \
+    && rm -rf /tmp/dist /tmp/smoke.db
 
 FROM python:${PYTHON_VERSION}-slim AS runtime
 ARG GRAPHKEEP_UID=10001

@@ -1,4 +1,4 @@
-"""graphkeep command line: serve | worker | migrate | openapi | apikey | store | encryption.
+"""graphkeep command line (`graphkeep --help` lists the commands).
 
 The only place where Settings() reads the environment.
 """
@@ -85,6 +85,15 @@ def _draining_server(config: Any, app: Any) -> Any:
 
     class DrainingServer(uvicorn.Server):
         _gk_loop: asyncio.AbstractEventLoop | None = None
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            state = getattr(app.state, "graphkeep", None)
+            if self.started and state is not None and self.servers:
+                from app.main import log_startup
+
+                host, port = self.servers[0].sockets[0].getsockname()[:2]
+                log_startup(state, str(host), int(port))
 
         async def serve(self, sockets: Any = None) -> None:
             self._gk_loop = asyncio.get_running_loop()
@@ -210,6 +219,29 @@ def _cmd_openapi(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    """Report (or with --fix repair) stored text that cannot be read back; exit 1 when
+    something unreadable is left."""
+    from app.ops.doctor import run_doctor
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            findings = await run_doctor(engine, fix=args.fix)
+        finally:
+            await engine.dispose()
+        for finding in findings:
+            print(finding.line())
+        left = [f for f in findings if not f.fixed]
+        fixed = len(findings) - len(left)
+        print(f"doctor: {len(findings)} unreadable value(s), {fixed} fixed", file=sys.stderr)
+        if left and not args.fix:
+            print("doctor: run `graphkeep doctor --fix` to repair them", file=sys.stderr)
+        return 1 if left else 0
+
+    return asyncio.run(run())
+
+
 def _cmd_apikey(args: argparse.Namespace, settings: Settings) -> int:
     from app.auth import apikeys
     from app.state import ensure_schema
@@ -320,15 +352,55 @@ def _cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
     return asyncio.run(run())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="graphkeep", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+DESCRIPTION = """\
+graphkeep: a self-hosted LangGraph Agent Server with durable persistence.
 
-    serve = sub.add_parser("serve", help="run the API (and in-process workers)")
-    serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--config", default=None, help="langgraph.json-compatible file")
-    serve.add_argument("--workers", type=int, default=None, help="in-process worker tasks")
+Settings come from GRAPHKEEP_* environment variables (see README, "Configuration"); the
+options below override them for one command. Start with:
+
+  graphkeep serve        embedded SQLite, the example graphs, http://127.0.0.1:8123/docs
+"""
+
+
+def _default(name: str) -> str:
+    """`(default: $GRAPHKEEP_X or <built-in>)` for an option that overrides a setting."""
+    field = Settings.model_fields[name]
+    return f"(default: $GRAPHKEEP_{name.upper()} or {field.default})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from app import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="graphkeep",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="`graphkeep COMMAND --help` describes a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"graphkeep {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the API (and in-process workers)",
+        description="Run the HTTP API with in-process workers. Embedded SQLite is migrated "
+        "on start; PostgreSQL must be migrated first (`graphkeep migrate`).",
+    )
+    serve.add_argument("--host", default=None, help=f"address to bind {_default('host')}")
+    serve.add_argument("--port", type=int, default=None, help=f"port to bind {_default('port')}")
+    serve.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="langgraph.json-compatible graph config "
+        "(default: $GRAPHKEEP_CONFIG_FILE or the bundled example graphs)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help=f"in-process worker tasks, 0 for an API-only process {_default('workers')}",
+    )
     serve.set_defaults(func=_cmd_serve)
 
     worker = sub.add_parser("worker", help="run workers only (scale them apart from the API)")
@@ -336,12 +408,34 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=int, default=None, help="runs executed at once")
     worker.set_defaults(func=_cmd_worker)
 
-    mig = sub.add_parser("migrate", help="upgrade the database schema to head (idempotent)")
+    mig = sub.add_parser(
+        "migrate",
+        help="upgrade the database schema to head (idempotent)",
+        description="Upgrade the schema of $GRAPHKEEP_DATABASE_URL to the newest revision; "
+        "running it again changes nothing. On PostgreSQL also sets up pgvector for the "
+        "Store when $GRAPHKEEP_STORE_PGVECTOR is auto.",
+    )
     mig.set_defaults(func=_cmd_migrate)
 
-    oapi = sub.add_parser("openapi", help="write the OpenAPI spec")
-    oapi.add_argument("--output", "-o", default="openapi/openapi.json")
+    oapi = sub.add_parser(
+        "openapi",
+        help="write the OpenAPI spec",
+        description="Write the server's OpenAPI document as JSON.",
+    )
+    oapi.add_argument(
+        "--output",
+        "-o",
+        default="openapi/openapi.json",
+        metavar="FILE",
+        help="where to write it; - for stdout (default: %(default)s)",
+    )
     oapi.set_defaults(func=_cmd_openapi)
+
+    doctor = sub.add_parser(
+        "doctor", help="find (and --fix) stored text earlier versions kept unreadable"
+    )
+    doctor.add_argument("--fix", action="store_true", help="repair what it finds")
+    doctor.set_defaults(func=_cmd_doctor)
 
     key = sub.add_parser("apikey", help="create, list and revoke API keys")
     key_sub = key.add_subparsers(dest="apikey_command", required=True)

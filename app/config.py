@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     cors_origins: list[str] = Field(
         default_factory=list, description="Allowed CORS origins; none by default."
     )
+    console: Literal["on", "off"] = Field(
+        "on", description="The built-in web console at /console (and `/` redirecting to it)."
+    )
     log_format: Literal["text", "json"] = Field("text", description="Log format.")
     log_level: str = Field("INFO", description="Root log level.")
 
@@ -95,6 +98,12 @@ class Settings(BaseSettings):
         gt=0,
         description="Silence after which SSE sends `: heartbeat` and wait/join send a newline.",
     )
+    cron_poll_seconds: float = Field(
+        1.0, gt=0, le=60, description="Longest sleep of the cron scheduler between due checks."
+    )
+    cron_batch_size: int = Field(
+        200, ge=1, le=10_000, description="Due crons one scheduler transaction claims and fires."
+    )
     sweep_interval_seconds: float = Field(
         60.0, gt=0, description="How often retention and TTL sweepers run."
     )
@@ -126,4 +135,19 @@ class Settings(BaseSettings):
         ge=0,
         le=65535,
         description="`graphkeep worker` serves Prometheus /metrics on this port (host: `host`).",
+    )
+
+    # --- protocols (app/protocols/)
+    mcp_enabled: bool = Field(
+        True, description="Serve MCP at /mcp (langgraph.json `http.disable_mcp` also turns it off)."
+    )
+    a2a_enabled: bool = Field(
+        True,
+        description="Serve A2A at /a2a/{assistant_id} and the agent cards "
+        "(langgraph.json `http.disable_a2a` also turns it off).",
+    )
+    protocol_max_message_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest MCP or A2A request body; above it: the protocol's own error.",
     )

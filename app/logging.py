@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import Context, ContextVar, Token, copy_context
@@ -61,6 +63,14 @@ REDACTED_FIELDS = frozenset(
         "value",
     }
 )
+
+# `extra` keys dropped as noise: uvicorn's copy of its message with ANSI colour codes.
+DROPPED_FIELDS = frozenset({"color_message"})
+# Terminal escape sequences (CSI: colours, cursor moves); no log line carries one.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+# Alembic announces its dialect and DDL mode at INFO on every MigrationContext, i.e. on
+# every readiness probe (which reads the schema revision); the upgrades themselves still log.
+_ALEMBIC_CHATTER = frozenset({"Context impl %s.", "Will assume %s DDL."})
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
@@ -122,15 +132,28 @@ def context_with(**ids: str | None) -> Context:
     return context
 
 
+def _plain(text: str) -> str:
+    return _ANSI_ESCAPE.sub("", text) if "\x1b" in text else text
+
+
+def _message(record: logging.LogRecord) -> str:
+    return _plain(record.getMessage())
+
+
 def _extra_fields(record: logging.LogRecord) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in vars(record).items():
-        if key in _RECORD_ATTRS or key.startswith("_"):
+        if key in _RECORD_ATTRS or key.startswith("_") or key in DROPPED_FIELDS:
             continue
         if key.lower() in REDACTED_FIELDS:
             continue
-        fields[key] = value
+        fields[key] = _plain(value) if isinstance(value, str) else value
     return fields
+
+
+class _DropAlembicChatter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in _ALEMBIC_CHATTER
 
 
 class ContextFilter(logging.Filter):
@@ -143,6 +166,26 @@ class ContextFilter(logging.Filter):
         return True
 
 
+def format_exception_safely(exc_info: Any) -> str:
+    """A traceback without the exceptions' messages: frames and class names only.
+
+    An exception's message is whatever its raiser put there - a driver quotes the values of
+    the failed statement, a graph its state - so it never reaches a log line.
+    """
+    _kind, exc, _tb = exc_info
+    if exc is None:
+        return ""
+    lines: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        frames = "".join(traceback.format_tb(current.__traceback__))
+        lines.append(f"Traceback (most recent call last):\n{frames}{type(current).__qualname__}")
+        current = current.__cause__ or current.__context__
+    return "\n\nwhich was raised while handling:\n".join(lines)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, ids, extra fields."""
 
@@ -151,11 +194,11 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _message(record),
         }
         payload.update(_extra_fields(record))
         if record.exc_info:
-            payload["exc_info"] = self.formatException(record.exc_info)
+            payload["exc_info"] = format_exception_safely(record.exc_info)
         return redaction.active().text(json.dumps(payload, default=str, ensure_ascii=False))
 
 
@@ -165,15 +208,16 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S")
         fields = " ".join(f"{k}={v}" for k, v in _extra_fields(record).items())
-        line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = f"{stamp} {record.levelname:<7} {record.name}: {_message(record)}"
         if fields:
             line = f"{line} {fields}"
         if record.exc_info:
-            line = f"{line}\n{self.formatException(record.exc_info)}"
+            line = f"{line}\n{format_exception_safely(record.exc_info)}"
         return redaction.active().text(line)
 
 
 _HANDLER_NAME = "graphkeep"
+PARAMETER_LOGGERS = ("aiosqlite", "asyncpg", "sqlalchemy.engine", "sqlalchemy.pool")
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -201,8 +245,16 @@ def configure(settings: LogSettings) -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(settings.log_level.upper())
+    # Loggers that write statements with their bound values (aiosqlite at DEBUG, SQLAlchemy's
+    # echo at INFO): WARNING whatever the root level, so a DEBUG log level cannot put the
+    # callers' data into the logs.
+    for name in PARAMETER_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     # uvicorn's own loggers propagate to the root, so they share the format and the ids.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         uv = logging.getLogger(name)
         uv.handlers.clear()
         uv.propagate = True
+    chatter = logging.getLogger("alembic.runtime.migration")
+    if not any(isinstance(f, _DropAlembicChatter) for f in chatter.filters):
+        chatter.addFilter(_DropAlembicChatter())

@@ -4,31 +4,56 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import __version__, redaction
-from app.api import assistants, meta, ops, runs, store, thread_stream, threads
+from app.api import (
+    assistants,
+    crons,
+    meta,
+    ops,
+    runs,
+    store,
+    thread_protocol,
+    thread_protocol_ws,
+    thread_stream,
+    threads,
+)
+from app.api.allow import AllowHeaderMiddleware
 from app.api.auth import install_auth
-from app.api.errors import install_error_handlers
+from app.api.boundary import BoundaryCheckMiddleware
+from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
+from app.api.errors import ServerErrorGuard, install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
+from app.api.spec import install_openapi
 from app.assistants.service import ensure_system_assistants
+from app.auth.console_session import CONSOLE_PREFIX
 from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
+from app.console.install import install_console
+from app.crons.scheduler import CronScheduler
+from app.crons.service import CronService
 from app.db.engine import create_engine
 from app.graphs.config import GraphConfigError, ServerConfig
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
+from app.protocols.routes import install_protocols
 from app.runs.engine import open_run_engine
 from app.state import AppState, StartupStep, ensure_keys, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
+from app.store.config import check_index_dims
 from app.store.store import PgvectorMode
 from app.store.validation import DEFAULT_MAX_VALUE_BYTES
+
+startup_log = logging.getLogger("graphkeep.startup")
 
 
 async def _attach_saver(state: AppState) -> None:
@@ -113,6 +138,21 @@ async def _start_retention(state: AppState) -> None:
         state.spawn(loop, name=name)
 
 
+async def _start_crons(state: AppState) -> None:
+    # The cron API everywhere; the scheduler only where runs execute (serve with workers,
+    # `graphkeep worker`): any number of them may run, each due time fires once.
+    state.extras["crons"] = CronService(engine=state.engine, graphs=state.graphs)
+    if state.settings.workers > 0:
+        scheduler = CronScheduler(
+            engine=state.engine,
+            runs=state.runs,
+            poll_seconds=state.settings.cron_poll_seconds,
+            batch_size=state.settings.cron_batch_size,
+        )
+        state.extras["cron_scheduler"] = scheduler
+        state.spawn(scheduler.run_forever(), name="gk-cron-scheduler")
+
+
 def startup_steps(settings: Settings) -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
     return [
@@ -122,13 +162,15 @@ def startup_steps(settings: Settings) -> list[StartupStep]:
         _ensure_system_assistants,
         _attach_runs,
         _start_retention,
+        _start_crons,
     ]
 
 
 async def check_startup(settings: Settings) -> None:
     """What `graphkeep serve` checks before binding: the schema and the graph config.
 
-    Raises SchemaBehind or GraphConfigError (both AppError) with a message for the operator.
+    Raises SchemaBehind, GraphConfigError or InvalidInput (a bad `store`, e.g. `index.dims`
+    that the embedder does not return; all AppError) with a message for the operator.
     Embedded SQLite is migrated here, exactly as the lifespan would.
     """
     engine = create_engine(settings.database_url, null_pool=True)
@@ -138,7 +180,41 @@ async def check_startup(settings: Settings) -> None:
     finally:
         await engine.dispose()
     registry = await load_registry(settings.config_file)
-    await asyncio.to_thread(_build_store, engine, registry.config)
+    store = await asyncio.to_thread(_build_store, engine, registry.config)
+    if store.index is not None:
+        unchecked = await check_index_dims(store.index)
+        if unchecked is not None:
+            startup_log.warning(
+                "store.index.dims not checked: the embedder did not answer",
+                extra={"error": unchecked},
+            )
+
+
+def database_description(database_url: str) -> dict[str, str]:
+    """The database kind and where it is, for the start-up lines (never the password)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        return {"kind": "sqlite", "file": url.database or ":memory:"}
+    where = f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
+    return {"kind": url.get_backend_name(), "at": where}
+
+
+def log_startup(state: AppState, host: str, port: int) -> None:
+    """What a newcomer needs from the first lines: where the server, its docs, its database
+    and its graphs are. `host`/`port` are the bound ones (port 0 resolved)."""
+    wildcard = host in ("0.0.0.0", "::", "")
+    shown = "127.0.0.1" if wildcard else (f"[{host}]" if ":" in host else host)
+    url = f"http://{shown}:{port}"
+    listening = {"listening": "all interfaces"} if wildcard else {}
+    startup_log.info(
+        "graphkeep serving",
+        extra={"version": __version__, "url": url, "docs": f"{url}{DOCS_PATH}", **listening},
+    )
+    startup_log.info("database", extra=database_description(state.settings.database_url))
+    startup_log.info(
+        "graphs loaded",
+        extra={"graph_ids": ",".join(state.graphs.graph_ids()), "workers": state.settings.workers},
+    )
 
 
 def _freeze_startup_heap() -> None:
@@ -171,10 +247,21 @@ def create_app(settings: Settings) -> FastAPI:
         # FastAPI's OpenTelemetry hooks: graphkeep exports Prometheus metrics and structured
         # logs instead, and otherwise every request pays for looking up unconfigured providers.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        # /docs and /redoc come from the package's own assets (app/api/docs.py), not a CDN
+        openapi_url=OPENAPI_PATH,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     install_error_handlers(app)
+    install_openapi(app)
+    # Inside auth (added before it): a caller is known before its body is read and checked.
+    app.add_middleware(BoundaryCheckMiddleware)
+    app.add_middleware(AllowHeaderMiddleware)
     install_auth(app, settings)
+    # Around auth and routing: an exception that escaped becomes a JSON 500 on a connection
+    # that stays open (Starlette's outermost handler re-raises, which closes it).
+    app.add_middleware(ServerErrorGuard)
     # Added after auth, so they wrap it: every request (401s included) gets a request id in
     # its logs and is counted; ObservabilityMiddleware is outermost to time the whole request.
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
@@ -188,9 +275,17 @@ def create_app(settings: Settings) -> FastAPI:
             store.router,
             runs.router,
             thread_stream.router,
+            thread_protocol.router,
+            thread_protocol_ws.router,
             assistants.router,
+            crons.router,
             meta.router,
             ops.router,
         ],
     )
+    install_protocols(app, settings)
+    if settings.console == "on":
+        install_console(app)
+    # last: a browser's few requests, matched after the API's; `/` leads to the console if on
+    install_docs(app, CONSOLE_PREFIX if settings.console == "on" else HOME_TARGET)
     return app

@@ -123,6 +123,18 @@ RESUME_FAILURES = Counter(
     ["graph_id"],
     registry=REGISTRY,
 )
+FENCED_WRITES_REFUSED = Counter(
+    "graphkeep_run_fenced_writes_refused_total",
+    "Writes of a run attempt refused because a newer attempt owns the run (app/runs/fencing.py).",
+    ["what"],
+    registry=REGISTRY,
+)
+RUNS_GIVEN_UP = Counter(
+    "graphkeep_runs_given_up_total",
+    "Runs settled `error` because their attempts ran out (GRAPHKEEP_MAX_ATTEMPTS), by reason.",
+    ["graph_id", "reason"],
+    registry=REGISTRY,
+)
 DRAINS = Counter(
     "graphkeep_run_drains_total",
     "Runs asked to drain at a super-step boundary (graceful shutdown).",
@@ -213,6 +225,27 @@ WEBHOOK_DELIVERIES = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+# --------------------------------------------------------------------------- crons
+
+CRON_FIRINGS = Counter(
+    "graphkeep_cron_firings_total",
+    "Cron due times handled by the scheduler, by outcome (fired, skipped_busy, "
+    "assistant_deleted, thread_deleted, invalid, ended).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+CRON_LAG = Histogram(
+    "graphkeep_cron_lag_seconds",
+    "Scheduling lag: from a cron's due time to its run being created.",
+    buckets=_LATENCY_BUCKETS + (30, 60, 300),
+    registry=REGISTRY,
+)
+CRONS_DUE = Gauge(
+    "graphkeep_crons_due",
+    "Enabled crons due but not yet claimed (sampled by each idle scheduler).",
+    multiprocess_mode="livemax",
+    registry=REGISTRY,
+)
 
 # Metric families a dashboard may query (the base names, before _bucket/_sum/_count).
 ALL_METRICS = (
@@ -227,6 +260,8 @@ ALL_METRICS = (
     QUEUE_WAIT,
     RUNS_RECOVERED,
     RESUME_FAILURES,
+    FENCED_WRITES_REFUSED,
+    RUNS_GIVEN_UP,
     DRAINS,
     CHECKPOINT_PUT,
     CHECKPOINT_SIZE,
@@ -240,6 +275,9 @@ ALL_METRICS = (
     RETENTION_SWEEP,
     RETENTION_FAILURES,
     WEBHOOK_DELIVERIES,
+    CRON_FIRINGS,
+    CRON_LAG,
+    CRONS_DUE,
 )
 
 
@@ -368,6 +406,16 @@ def count_resume_failure(graph_id: str | None) -> None:
     RESUME_FAILURES.labels(_graph(graph_id)).inc()
 
 
+def count_fenced_refusal(what: str) -> None:
+    """A superseded run attempt's write (checkpoint, writes, events, settle, ...) was refused."""
+    FENCED_WRITES_REFUSED.labels(what).inc()
+
+
+def count_run_given_up(graph_id: str | None, reason: str) -> None:
+    """A run ran out of attempts and was settled `error` (reason: a short error class name)."""
+    RUNS_GIVEN_UP.labels(_graph(graph_id), reason[:64]).inc()
+
+
 def count_drain(graph_id: str | None) -> None:
     """A running run was asked to drain."""
     DRAINS.labels(_graph(graph_id)).inc()
@@ -432,6 +480,17 @@ def observe_retention_sweep(seconds: float, *, failed: bool) -> None:
 def count_webhook(outcome: str) -> None:
     """One run webhook finished its delivery attempts."""
     WEBHOOK_DELIVERIES.labels(outcome).inc()
+
+
+def observe_cron_firing(outcome: str, lag_seconds: float) -> None:
+    """The scheduler handled one due time (lag: due time -> run created)."""
+    CRON_FIRINGS.labels(outcome).inc()
+    if outcome == "fired":
+        CRON_LAG.observe(lag_seconds)
+
+
+def set_crons_due(count: int) -> None:
+    CRONS_DUE.set(count)
 
 
 def exposed_names() -> set[str]:

@@ -106,6 +106,7 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
         timeout_seconds=settings.db_timeout_seconds,
+        bounded=True,  # no request or worker step waits past the timeout (app/db/engine.py)
     )
     state = AppState(settings=settings, engine=engine)
     try:

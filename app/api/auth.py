@@ -28,8 +28,16 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.docs import PUBLIC_DOCS_PATHS
 from app.api.errors import is_database_unavailable
 from app.auth.apikeys import authenticate_api_key, looks_like_api_key
+from app.auth.console_session import (
+    CONSOLE_PREFIX,
+    SESSION_ONLY_PATHS,
+    is_console_path,
+    is_public_console_path,
+    session_token,
+)
 from app.auth.principal import ANONYMOUS, Principal
 from app.auth.tokens import JWTVerifier
 from app.config import Settings
@@ -38,9 +46,7 @@ from app.errors import Unauthorized
 log = logging.getLogger(__name__)
 
 METRICS_PATH = "/metrics"
-PUBLIC_PATHS = frozenset(
-    {"/", "/ok", "/info", "/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
-)
+PUBLIC_PATHS = frozenset({"/ok", "/info", "/ready"}) | PUBLIC_DOCS_PATHS
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # POST endpoints that only read: searches, counts, history, version listing, checkpoint reads.
 READ_LIKE_POST_SUFFIXES = (
@@ -102,6 +108,25 @@ class Authenticator:
         return principal
 
 
+def _with_console_session(headers: Headers) -> Headers:
+    """A console request's headers with its session cookie as the bearer token (an explicit
+    Authorization header wins); the token is then verified like any API credential."""
+    if headers.get("authorization") is not None:
+        return headers
+    token = session_token(headers.get("cookie"))
+    if token is None:
+        return headers
+    raw = [(b"authorization", f"Bearer {token}".encode("latin-1", "replace"))]
+    return Headers(raw=raw + list(headers.raw))
+
+
+async def _redirect_to_sign_in(send: Send) -> None:
+    location = f"{CONSOLE_PREFIX}/login".encode()
+    headers = [(b"location", location), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
 async def _send_json(send: Send, status: int, detail: str, headers: dict[str, str]) -> None:
     body = json.dumps({"detail": detail}).encode()
     raw_headers = [
@@ -148,7 +173,19 @@ class AuthMiddleware:
             if not metrics_token_ok(self.metrics_token, headers.get("authorization")):
                 await _send_json(send, 401, BAD_METRICS_TOKEN, {"WWW-Authenticate": "Bearer"})
                 return
-        elif path not in PUBLIC_PATHS and method != "OPTIONS":
+        elif is_console_path(path) and not is_public_console_path(path):
+            try:
+                principal = await self.authenticator.authenticate(
+                    _with_console_session(headers), scope
+                )
+            except Unauthorized:
+                await _redirect_to_sign_in(send)  # an expired session signs in again
+                return
+            if principal.read_only and is_write(method, path) and path not in SESSION_ONLY_PATHS:
+                await _send_json(send, 403, READ_ONLY, {})
+                return
+            scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = principal
+        elif path not in PUBLIC_PATHS and method != "OPTIONS" and not is_console_path(path):
             try:
                 principal = await self.authenticator.authenticate(headers, scope)
             except Unauthorized as exc:
@@ -201,6 +238,7 @@ def install_auth(app: FastAPI, settings: Settings) -> None:
         return await authenticator.authenticate(request.headers, request.scope)
 
     app.state.resolve_principal = resolve_principal
+    app.state.authenticator = authenticator  # the console's sign-in verifies a token with it
     metrics_token = settings.metrics_token.get_secret_value() if settings.metrics_token else None
     app.add_middleware(AuthMiddleware, authenticator=authenticator, metrics_token=metrics_token)
     if settings.cors_origins:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,6 +13,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import metrics, redaction
 from app.db.sealed import DecryptionFailed
@@ -78,7 +80,8 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (
 # SQLSTATEs meaning "this server cannot serve you right now", whatever class the driver maps
 # them to: connection exceptions (08xxx), shutting down / crashed / starting up (57P01-57P03,
 # e.g. "the database system is starting up" while PostgreSQL recovers), too many connections.
-_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300")
+# 57014: a statement cancelled by the serving engine's statement_timeout (a stalled server)
+_UNAVAILABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03", "53300", "57014")
 
 
 def _sqlstate(exc: DBAPIError) -> str | None:
@@ -100,6 +103,75 @@ def is_database_unavailable(exc: BaseException) -> bool:
         code = _sqlstate(exc)
         return code is not None and code.startswith(_UNAVAILABLE_SQLSTATES)
     return isinstance(exc, ConnectionError | TimeoutError)
+
+
+def route_template(scope: Scope) -> str:
+    """The matched route's template (never the raw path, which carries client values)."""
+    path = getattr(scope.get("route"), "path", None)
+    return path if isinstance(path, str) else "<unmatched>"
+
+
+def log_unexpected(scope: Scope, exc: BaseException) -> None:
+    """The log record of a 500: route, method and exception class, plus the stack frames.
+
+    Never the exception's message: a driver's message quotes the statement's values (for
+    example asyncpg's "invalid input syntax ... <value>"). Request id and tenant come from
+    the request's log context.
+    """
+    frames = "".join(traceback.format_tb(exc.__traceback__)) if exc.__traceback__ else ""
+    log.error(
+        "unhandled error",
+        extra={
+            "route": route_template(scope),
+            "method": scope.get("method"),
+            "error": type(exc).__name__,
+            "stack": frames,
+        },
+    )
+
+
+def unexpected_answer(scope: Scope, exc: BaseException) -> tuple[int, str, dict[str, str] | None]:
+    """(status, detail, headers) for an exception no handler answered: 503 for an outage,
+    500 otherwise; logged without values."""
+    if is_database_unavailable(exc):
+        metrics.count_db_unavailable()
+        log.warning("database unavailable", extra={"error": type(exc).__name__})
+        return (
+            503,
+            "the database is unavailable; retry shortly",
+            {"Retry-After": RETRY_AFTER_SECONDS},
+        )
+    log_unexpected(scope, exc)
+    return 500, "internal server error", None
+
+
+class ServerErrorGuard:
+    """Pure ASGI: answers an exception that escaped the app before its response started with
+    a JSON 500 (or 503), without re-raising. Starlette's own ServerErrorMiddleware re-raises
+    after answering, which makes the server drop the client's keep-alive connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            if started:
+                raise  # mid-response: nothing but closing the connection is left
+            status, detail, headers = unexpected_answer(scope, exc)
+            response = JSONResponse({"detail": detail}, status_code=status, headers=headers)
+            await response(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -125,16 +197,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        if is_database_unavailable(exc):
-            metrics.count_db_unavailable()
-            log.warning("database unavailable", extra={"error": type(exc).__name__})
-            return JSONResponse(
-                {"detail": "the database is unavailable; retry shortly"},
-                status_code=503,
-                headers={"Retry-After": RETRY_AFTER_SECONDS},
-            )
-        log.exception("unhandled error", extra={"path": request.url.path})
-        return JSONResponse({"detail": "internal server error"}, status_code=500)
+        status, detail, headers = unexpected_answer(request.scope, exc)
+        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
     async def statement_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StatementError)

@@ -242,7 +242,7 @@ async def _read_body(request: Request, strict_content_type: bool) -> Any:
         content_type = request.headers.get("content-type")
         if content_type is None and strict_content_type:
             return raw
-        if content_type is not None and not _is_json_content_type(content_type):
+        if content_type is not None and not is_json_content_type(content_type):
             return raw
         return json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -263,7 +263,7 @@ async def _read_body(request: Request, strict_content_type: bool) -> Any:
 
 
 @functools.lru_cache(maxsize=64)
-def _is_json_content_type(value: str) -> bool:
+def is_json_content_type(value: str) -> bool:
     """application/json or application/*+json, parsed as FastAPI parses it."""
     message = email.message.Message()
     message["content-type"] = value

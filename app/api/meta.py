@@ -6,7 +6,9 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from app import __version__
+from app.api.deps import AppStateDep
 from app.api.lean_route import resource_router
+from app.graphs.config import DISABLE_A2A, DISABLE_MCP
 
 router = resource_router("system")
 
@@ -25,10 +27,20 @@ async def ok() -> dict[str, Any]:
 
 
 @router.get("/info", operation_id="info")
-async def info() -> dict[str, Any]:
+async def info(state: AppStateDep) -> dict[str, Any]:
+    settings, config = state.settings, state.graphs.config
     return {
         "version": __version__,
         "langgraph_py_version": _pkg_version("langgraph"),
-        "flags": {"assistants": True, "crons": False, "langsmith": False, "strict_resume": True},
+        "flags": {
+            "assistants": True,
+            "crons": True,
+            "langsmith": False,
+            "strict_resume": True,
+            # /mcp and /a2a/{assistant_id} (app/protocols/): the setting and langgraph.json's
+            # `http.disable_*` both switch them off
+            "mcp": settings.mcp_enabled and not config.http_flag(DISABLE_MCP),
+            "a2a": settings.a2a_enabled and not config.http_flag(DISABLE_A2A),
+        },
         "host": {"kind": "graphkeep"},
     }

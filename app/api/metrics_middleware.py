@@ -118,7 +118,8 @@ class ObservabilityMiddleware:
                             "request",
                             extra={
                                 "method": scope.get("method"),
-                                "path": path,
+                                # the route template, not the raw path: a path carries
+                                # client values (ids, labels); the ids are bound above
                                 "route": _route_template(scope),
                                 "status": status,
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 2),

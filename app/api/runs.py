@@ -22,6 +22,7 @@ from app.api.sse import (
     parse_last_event_id,
 )
 from app.auth.principal import Principal
+from app.db.storable import MAX_LIMIT, MAX_OFFSET
 from app.errors import ValidationFailed
 from app.runs.events import StreamInterrupted
 from app.runs.resume import check_strict_resume
@@ -274,8 +275,8 @@ async def list_thread_runs(
     thread_id: str,
     state: AppStateDep,
     principal: PrincipalDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     status: str | None = None,
     select: Annotated[list[str] | None, Query()] = None,
 ) -> JSONResponse:

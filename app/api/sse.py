@@ -15,7 +15,8 @@ SSE_HEADERS = {
     "X-Accel-Buffering": "no",
 }
 SSE_MEDIA_TYPE = "text/event-stream; charset=utf-8"
-_EVENT_ID = re.compile(r"^(?:(\d+)-)?(\d+)$")
+# 18 digits at most: the sequence fits a BIGINT (a longer id is a 422, not a 500)
+_EVENT_ID = re.compile(r"^(?:(\d{1,18})-)?(\d{1,18})$")
 
 
 def format_event(event: str, data: str, event_id: str | None = None) -> bytes:

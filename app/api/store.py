@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.lean_route import resource_router
 from app.api.responses import json_response
+from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
 
@@ -22,8 +23,8 @@ class _Request(BaseModel):
 
 
 class StorePut(_Request):
-    namespace: list[str] = Field(min_length=1)
-    key: str
+    namespace: list[str] = Field(min_length=1, max_length=MAX_NAMESPACE_DEPTH)
+    key: str = Field(max_length=MAX_KEY_BYTES)
     value: dict[str, Any]
     index: bool | list[str] | None = None
     ttl: float | None = Field(
@@ -32,15 +33,15 @@ class StorePut(_Request):
 
 
 class StoreDelete(_Request):
-    namespace: list[str] = Field(min_length=1)
-    key: str
+    namespace: list[str] = Field(min_length=1, max_length=MAX_NAMESPACE_DEPTH)
+    key: str = Field(max_length=MAX_KEY_BYTES)
 
 
 class StoreSearch(_Request):
-    namespace_prefix: list[str] = Field(default_factory=list)
-    filter: dict[str, Any] | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    namespace_prefix: list[str] = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
+    filter: Filter = None
+    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    offset: Offset = 0
     query: str | None = None
     refresh_ttl: bool | None = None
 
@@ -48,9 +49,9 @@ class StoreSearch(_Request):
 class StoreNamespaces(_Request):
     prefix: list[str] | None = None
     suffix: list[str] | None = None
-    max_depth: int | None = Field(None, ge=1)
-    limit: int = Field(100, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    max_depth: int | None = Field(None, ge=1, le=MAX_NAMESPACE_DEPTH)
+    limit: int = Field(100, ge=1, le=MAX_LIMIT)
+    offset: Offset = 0
 
 
 class StoreItem(BaseModel):

@@ -11,22 +11,20 @@ from urllib.parse import urlencode
 
 from fastapi import Header, Query
 from fastapi.responses import StreamingResponse
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.lean_route import resource_router
 from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import ValidationFailed
-from app.graphs.jsonable import dumps
 from app.runs.thread_stream import (
     THREAD_STREAM_MODES,
+    StateUpdateEvents,
     ThreadStream,
     keep_event,
     parse_thread_last_event_id,
 )
 from app.state import AppState
-from app.threads.schemas import ThreadState
 
 router = resource_router("threads")
 
@@ -99,23 +97,8 @@ async def join_thread_stream(
     return StreamingResponse(body(), media_type=SSE_MEDIA_TYPE, headers=headers)
 
 
-class StateUpdates:
-    """Publishes `state_update` events for update_state / supersteps: `record` is the
-    state-change hook (stores the event in the state's transaction), `wake` tells this
-    process's readers once it committed."""
+class StateUpdates(StateUpdateEvents):
+    """`state_update` events for the API's update_state / supersteps (app/runs/thread_stream)."""
 
     def __init__(self, state: AppState, tenant_id: str) -> None:
-        self.hub = state.runs.hub
-        self.tenant_id = tenant_id
-        self.threads: list[str] = []
-
-    async def record(self, conn: AsyncConnection, thread_id: str, latest: ThreadState) -> None:
-        data = dumps({"state": latest.model_dump(), "thread_id": thread_id})
-        await self.hub.record_state_update(
-            conn, tenant_id=self.tenant_id, thread_id=thread_id, data=data
-        )
-        self.threads.append(thread_id)
-
-    def wake(self) -> None:
-        for thread_id in self.threads:
-            self.hub.wake_thread(thread_id)
+        super().__init__(state.runs.hub, tenant_id)

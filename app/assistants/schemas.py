@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.db.storable import MAX_LIMIT, Filter, Metadata, Offset
 from app.graphs.jsonable import IsoDateTime
 
 JSONObject = dict[str, Any]
@@ -60,7 +61,7 @@ class AssistantCreate(_Request):
     assistant_id: str | None = None
     config: JSONObject | None = None
     context: JSONObject | None = None
-    metadata: JSONObject | None = None
+    metadata: Metadata = None
     if_exists: Literal["raise", "do_nothing"] | None = None
     name: str | None = None
     description: str | None = None
@@ -70,29 +71,29 @@ class AssistantPatch(_Request):
     graph_id: str | None = None
     config: JSONObject | None = None
     context: JSONObject | None = None
-    metadata: JSONObject | None = None
+    metadata: Metadata = None
     name: str | None = None
     description: str | None = None
 
 
 class AssistantCount(_Request):
-    metadata: JSONObject | None = None
+    metadata: Filter = None
     graph_id: str | None = None
     name: str | None = None
 
 
 class AssistantSearch(AssistantCount):
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    offset: Offset = 0
     sort_by: str | None = None
     sort_order: str | None = None
     select: list[str] | None = None
 
 
 class AssistantVersionsSearch(_Request):
-    metadata: JSONObject | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    metadata: Filter = None
+    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    offset: Offset = 0
 
 
 class AssistantSetLatest(_Request):

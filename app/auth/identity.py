@@ -18,6 +18,10 @@ AUTH_USER_KEY = "langgraph_auth_user"
 AUTH_USER_ID_KEY = "langgraph_auth_user_id"
 AUTH_PERMISSIONS_KEY = "langgraph_auth_permissions"
 TENANT_KEY = "tenant_id"
+# LangGraph's memory examples namespace the Store by `configurable["user_id"]`. With auth off
+# the client's value passes through untouched (the official server's behaviour); with auth on
+# it is the authenticated user, so a caller cannot read another user's memories by naming them.
+USER_ID_KEY = "user_id"
 IDENTITY_KEYS = frozenset({AUTH_USER_KEY, AUTH_USER_ID_KEY, AUTH_PERMISSIONS_KEY, TENANT_KEY})
 
 
@@ -70,11 +74,13 @@ def identity_configurable(principal: Principal) -> dict[str, Any]:
         kind=principal.kind,
         read_only=principal.read_only,
     )
+    trusted = {USER_ID_KEY: principal.user_id} if principal.kind != "anonymous" else {}
     return {
         AUTH_USER_KEY: user,
         AUTH_USER_ID_KEY: principal.user_id,
         AUTH_PERMISSIONS_KEY: sorted(principal.scopes),
         TENANT_KEY: principal.tenant_id,
+        **trusted,
     }
 
 

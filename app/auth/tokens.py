@@ -15,12 +15,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from jose import jwk, jwt
 from jose.exceptions import ExpiredSignatureError, JOSEError, JWTClaimsError
 
 from app.auth.principal import Principal
+from app.db.storable import text_problem
 from app.errors import Unauthorized
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,14 @@ MAX_ID_CHARS = 255  # tenant and user ids fit the tenant_id / user_id columns
 JWKS_REFRESH_SECONDS = 10.0
 MAX_TOKEN_CHARS = 16_384  # far above any real token; bounds the work a junk header causes
 
-# Scopes (the OAuth `scope` claim, space separated, or a JSON list): a token that grants
-# READ_SCOPE without WRITE_SCOPE is read-only. A token without any scope has full access
-# within its tenant.
+# Scopes (the OAuth `scope` claim, space separated, or a JSON list of strings). Fail closed:
+# a token without a `scope` claim has full access within its tenant; one with the claim gets
+# write access only when it names WRITE_SCOPE, read-only access when it names READ_SCOPE but
+# not WRITE_SCOPE, and a 401 when the claim is malformed or names neither (exact, lower case;
+# other scopes beside them are ignored).
 READ_SCOPE = "read"
 WRITE_SCOPE = "write"
+KNOWN_SCOPES = frozenset({READ_SCOPE, WRITE_SCOPE})
 
 # The one message a client sees for any bad token: which check failed is logged (by name,
 # never the token) but not returned, so the error body cannot be used as an oracle.
@@ -285,29 +289,53 @@ class JWTVerifier:
         claims = self._decode(token)
         tenant = claims.get(self.tenant_claim)
         subject = claims.get("sub")
-        if not isinstance(tenant, str) or not tenant or tenant == "*" or len(tenant) > MAX_ID_CHARS:
+        if not is_valid_id(tenant) or tenant == "*":
             # "*" owns the system assistants; no caller may act as that tenant
-            log.info("jwt rejected", extra={"reason": "missing tenant claim"})
+            log.info("jwt rejected", extra={"reason": "missing or malformed tenant claim"})
             raise Unauthorized(INVALID_TOKEN)
-        if not isinstance(subject, str) or not subject or len(subject) > MAX_ID_CHARS:
+        if not is_valid_id(subject):
+            log.info("jwt rejected", extra={"reason": "missing or malformed sub claim"})
             raise Unauthorized(INVALID_TOKEN)
-        scopes = parse_scopes(claims.get("scope"))
+        scopes = parse_scopes(claims["scope"]) if "scope" in claims else None
+        if scopes is not None and not scopes & KNOWN_SCOPES:
+            # fail closed: a scope claim we do not understand grants nothing
+            log.info("jwt rejected", extra={"reason": "malformed or unrecognised scope claim"})
+            raise Unauthorized(INVALID_TOKEN)
         return Principal(
             tenant_id=tenant,
             user_id=subject,
-            read_only=is_read_only(scopes),
-            scopes=scopes,
+            read_only=scopes is not None and WRITE_SCOPE not in scopes,
+            scopes=scopes or frozenset(),
             kind="jwt",
         )
 
 
+def is_valid_id(value: object) -> TypeGuard[str]:
+    """A tenant or user id: a string of 1..MAX_ID_CHARS characters, not blank, without
+    surrounding whitespace, without control characters, NULs or lone surrogates."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= MAX_ID_CHARS
+        and value.strip() == value
+        and value.isprintable()
+        and text_problem(value) is None
+    )
+
+
 def parse_scopes(raw: object) -> frozenset[str]:
-    """The `scope` claim as a set: a space-separated string (RFC 8693) or a list of strings."""
+    """The `scope` claim as a set: a space-separated string (RFC 8693) or a list of strings.
+
+    Anything else (a number, an object, a list with non-strings, blank or unprintable scope
+    names) is the empty set, which `verify` refuses."""
     if isinstance(raw, str):
-        return frozenset(raw.split())
-    if isinstance(raw, list):
-        return frozenset(s for s in raw if isinstance(s, str))
-    return frozenset()
+        names: list[object] = list(raw.split(" "))
+    elif isinstance(raw, list):
+        names = list(raw)
+    else:
+        return frozenset()
+    if not names or not all(isinstance(n, str) and n and n.isprintable() for n in names):
+        return frozenset()
+    return frozenset(n for n in names if isinstance(n, str))
 
 
 def is_read_only(scopes: frozenset[str]) -> bool:

@@ -562,3 +562,54 @@ def copy_thread_rows(table: Any, tenant_id: str, source: str, target: str) -> In
         table.c.tenant_id == tenant_id, table.c.thread_id == source
     )
     return insert(table).from_select(names, source_rows)
+
+
+TREE_COLUMNS = (
+    CP.checkpoint_ns,
+    CP.checkpoint_id,
+    CP.parent_checkpoint_id,
+    CP.metadata,
+    CP.created_at,
+)
+
+
+def select_tree_page(tenant_id: str, thread_id: str, *, before: str | None, limit: int) -> Any:
+    """The thread graph's own checkpoint headers, newest first, no blob columns; in primary
+    key order, so a page costs the same at any thread length."""
+    stmt = select(*TREE_COLUMNS).where(
+        CP.tenant_id == tenant_id, CP.thread_id == thread_id, CP.checkpoint_ns == ""
+    )
+    if before is not None:
+        stmt = stmt.where(CP.checkpoint_id < before)
+    return stmt.order_by(CP.checkpoint_id.desc()).limit(limit)
+
+
+def select_subgraph_window(
+    tenant_id: str, thread_id: str, *, since: str | None, before: str | None, limit: int
+) -> Any:
+    """Subgraph checkpoint headers whose ids fall in a root page's window [since, before)."""
+    stmt = select(*TREE_COLUMNS).where(
+        CP.tenant_id == tenant_id, CP.thread_id == thread_id, CP.checkpoint_ns > ""
+    )
+    if since is not None:
+        stmt = stmt.where(CP.checkpoint_id >= since)
+    if before is not None:
+        stmt = stmt.where(CP.checkpoint_id < before)
+    return stmt.order_by(CP.checkpoint_ns, CP.checkpoint_id.desc()).limit(limit)
+
+
+def select_write_tasks(
+    tenant_id: str, thread_id: str, checkpoint_ns: str, checkpoint_ids: Sequence[str]
+) -> Any:
+    """The (namespace, checkpoint, task path) of the writes stored against some checkpoints
+    of one namespace: a primary-key range per id, however long the thread is."""
+    return (
+        select(WR.checkpoint_ns, WR.checkpoint_id, WR.task_path)
+        .where(
+            WR.tenant_id == tenant_id,
+            WR.thread_id == thread_id,
+            WR.checkpoint_ns == checkpoint_ns,
+            WR.checkpoint_id.in_(list(checkpoint_ids)),
+        )
+        .distinct()
+    )

@@ -67,6 +67,22 @@ def _ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
             raise DisconnectionError("stale pooled connection") from exc
 
 
+def bounded_settings(timeout_seconds: float) -> dict[str, str]:
+    """PostgreSQL session settings that bound every wait of a serving connection: a statement
+    (lock waits included) is cancelled after `timeout_seconds`, a transaction left idle (a
+    stalled client) is ended after twice that, and the server probes an idle connection's
+    peer over TCP (keepalives) so a dead client's session - and its locks, the worker liveness
+    lock among them - goes within seconds."""
+    ms = str(max(1, int(timeout_seconds * 1000)))
+    return {
+        "statement_timeout": ms,
+        "idle_in_transaction_session_timeout": str(max(1, int(timeout_seconds * 2000))),
+        "tcp_keepalives_idle": "5",
+        "tcp_keepalives_interval": "2",
+        "tcp_keepalives_count": "3",
+    }
+
+
 def create_engine(
     url: str,
     *,
@@ -75,10 +91,13 @@ def create_engine(
     timeout_seconds: float = 10.0,
     null_pool: bool = False,
     server_settings: Mapping[str, str] | None = None,
+    bounded: bool = False,
 ) -> AsyncEngine:
     """Create the async engine; SQLite gets WAL, a busy timeout and foreign keys.
 
     `server_settings`: PostgreSQL settings every connection of the engine starts with.
+    `bounded` (the serving engine): on PostgreSQL no statement waits longer than
+    `timeout_seconds` (plus a second): see `bounded_settings`.
     """
     url = normalize_url(url)
     kwargs: dict[str, Any] = {}
@@ -87,10 +106,15 @@ def create_engine(
         if null_pool:
             kwargs["poolclass"] = NullPool
     else:
+        settings = {"application_name": "graphkeep"}
+        if bounded:
+            settings.update(bounded_settings(timeout_seconds))
         kwargs["connect_args"] = {
             "timeout": timeout_seconds,
-            "command_timeout": max(timeout_seconds * 6, 60.0),
-            "server_settings": {"application_name": "graphkeep", **(server_settings or {})},
+            # client side: a server that stopped answering on an open connection (frozen,
+            # partitioned) cannot enforce its own timeouts
+            "command_timeout": timeout_seconds + 1.0 if bounded else max(timeout_seconds * 6, 60.0),
+            "server_settings": {**settings, **(server_settings or {})},
         }
         if null_pool:
             kwargs["poolclass"] = NullPool
@@ -100,7 +124,9 @@ def create_engine(
                 max_overflow=max_overflow,
                 pool_timeout=timeout_seconds,
             )
-    engine = create_async_engine(url, json_serializer=storable_json, **kwargs)
+    # hide_parameters: SQLAlchemy's error messages (and so any log of them) never carry the
+    # statement's bound values, which are the caller's data
+    engine = create_async_engine(url, json_serializer=storable_json, hide_parameters=True, **kwargs)
     if not is_sqlite(url) and not null_pool:
         _ping_idle_connections(engine, PING_IDLE_SECONDS)
     if is_sqlite(url):

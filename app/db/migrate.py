@@ -14,17 +14,33 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
-def alembic_config() -> Config:
-    """The Alembic config, from a source checkout or from the installed wheel."""
-    for ini, script in (
-        (_PACKAGE.parent / "alembic.ini", _PACKAGE.parent / "alembic"),
+def _script_locations() -> tuple[tuple[Path, Path], ...]:
+    """(ini, scripts) candidates, the packaged copy first.
+
+    A wheel (and so an sdist install and the container) carries the migrations inside the
+    package as app/_alembic (pyproject.toml force-includes them). An editable install or a
+    plain checkout has them beside the package as alembic/. There, `<parent>/alembic` of an
+    installed package is site-packages/alembic: the Alembic *library*, which has no env.py,
+    so a candidate counts only when it has the env.py and versions/ of a migration folder.
+    """
+    return (
         (_PACKAGE / "_alembic.ini", _PACKAGE / "_alembic"),
-    ):
-        if script.is_dir():
+        (_PACKAGE.parent / "alembic.ini", _PACKAGE.parent / "alembic"),
+    )
+
+
+def _is_migration_folder(path: Path) -> bool:
+    return (path / "env.py").is_file() and (path / "versions").is_dir()
+
+
+def alembic_config() -> Config:
+    """The Alembic config, from the installed package or from a source checkout."""
+    for ini, script in _script_locations():
+        if _is_migration_folder(script):
             cfg = Config(str(ini)) if ini.is_file() else Config()
             cfg.set_main_option("script_location", str(script))
             return cfg
-    raise RuntimeError("alembic scripts not found next to the app package")
+    raise RuntimeError(f"graphkeep's migrations are missing: no app/_alembic in {_PACKAGE}")
 
 
 def head_revision() -> str | None:

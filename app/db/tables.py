@@ -164,6 +164,52 @@ run_events = Table(
     Index("ix_run_events_expires_at", "expires_at"),
 )
 
+# The thread-stream protocol's durable per-thread event log: `seq` is allocated per thread
+# in the inserting statement (max + 1), so commit order is seq order and a reader polling
+# `seq > cursor` never skips a row; `event_id` is stable across connections and restarts.
+thread_events = Table(
+    "thread_events",
+    metadata,
+    Column("thread_id", ID, primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("event_id", String(64), nullable=False),
+    Column("run_id", ID, nullable=True),
+    Column("attempt", Integer, nullable=False),
+    Column("method", String(64), nullable=False),
+    Column("namespace", Text, nullable=False),  # compact JSON list of segments
+    Column("data", Text, nullable=False),  # the encoded payload (app/runs/threadlog/codec.py)
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_thread_events_run", "run_id"),
+)
+
+# --------------------------------------------------------------------------- crons
+
+crons = Table(
+    "crons",
+    metadata,
+    Column("cron_id", ID, primary_key=True),
+    Column("tenant_id", TENANT, nullable=False),
+    Column("assistant_id", ID, nullable=False),
+    Column("thread_id", ID, nullable=True),  # NULL: stateless, a new thread per firing
+    Column("user_id", String(255), nullable=True),  # the creator's identity; firings run as it
+    Column("schedule", String(255), nullable=False),
+    Column("timezone", String(64), nullable=False),
+    Column("next_run_date", UTCDateTime, nullable=True),  # NULL: it will not fire again
+    Column("end_time", UTCDateTime, nullable=True),
+    Column("enabled", Boolean, nullable=False),
+    # active | ended | assistant_deleted | thread_deleted (app/crons/schemas.py)
+    Column("status", String(32), nullable=False),
+    Column("on_run_completed", String(16), nullable=True),
+    Column("payload", SealedJSON, nullable=False),  # the run fields of each firing: sealed
+    Column("metadata", JSONType, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    # the scheduler's due query is one range of this index (enabled, due by now)
+    Index("ix_crons_enabled_next_run_date", "enabled", "next_run_date"),
+    Index("ix_crons_tenant_created", "tenant_id", "created_at"),
+)
+
 # --------------------------------------------------------------------------- checkpoints
 
 checkpoints = Table(

@@ -1,8 +1,9 @@
 """Memory agent: remembers what each user says in the Store and recalls it on later threads.
 
-The namespace comes from the authenticated user (`langgraph_auth_user_id`, set by the server
-from the caller's identity), never from the client's input, so users cannot read each
-other's memories.
+The namespace comes from `configurable["user_id"]`, as in LangGraph's memory examples. With
+auth on the server sets it to the authenticated user (a client's own value is replaced), so
+users cannot read each other's memories; with auth off it is whatever the client sent, as on
+the official server, else the anonymous caller.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ FALLBACK_USER = "anonymous"
 
 def memory_namespace(config: RunnableConfig) -> tuple[str, ...]:
     configurable = config.get("configurable") or {}
-    user_id = configurable.get("langgraph_auth_user_id") or configurable.get("user_id")
+    user_id = configurable.get("user_id") or configurable.get("langgraph_auth_user_id")
     return ("memories", str(user_id or FALLBACK_USER))
 
 

@@ -1,7 +1,9 @@
 """Parse a langgraph.json-compatible config file (graphs, dependencies, env, store, checkpointer).
 
 Only the keys graphkeep uses are interpreted; the others are kept in `raw` and ignored, so an
-existing LangGraph project's file loads unchanged.
+existing LangGraph project's file loads unchanged - except security-relevant keys graphkeep
+does not implement (`auth`, `encryption`, ...: UNHONOURED_SECURITY_KEYS), which stop start-up
+rather than be silently dropped.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from typing import Any
 from app.errors import InvalidInput
 
 JSONObject = dict[str, Any]
+# `http` switches of langgraph.json (the official server's names)
+DISABLE_MCP = "disable_mcp"
+DISABLE_A2A = "disable_a2a"
 
 
 class GraphConfigError(InvalidInput):
@@ -59,6 +64,11 @@ class ServerConfig:
         ttl = self.checkpointer.get("ttl")
         return ttl if isinstance(ttl, dict) else None
 
+    def http_flag(self, name: str) -> bool:
+        """Whether the `http` section sets `name` to true (e.g. the official `disable_mcp`)."""
+        http = self.raw.get("http")
+        return isinstance(http, dict) and http.get(name) is True
+
 
 def parse_dotenv(text: str) -> dict[str, str]:
     """Minimal .env parser: KEY=VALUE lines, `#` comments, optional `export`, quoted values."""
@@ -102,11 +112,54 @@ def _parse_graph_entry(graph_id: str, value: Any) -> GraphEntry:
     return GraphEntry(graph_id=graph_id, target=target, description=description, config=config)
 
 
+# Security-relevant langgraph.json settings graphkeep does not implement (yet). Ignoring one
+# would fail open - a project moved over from the official server would come up without the
+# protection it asked for - so start-up stops, naming the key. (dotted path, what it asks for)
+UNHONOURED_SECURITY_KEYS: tuple[tuple[str, str], ...] = (
+    ("auth", "a custom auth handler (use GRAPHKEEP_AUTH=jwt or API keys)"),
+    ("encryption", "a custom encryption handler (use GRAPHKEEP_ENCRYPTION_KEY)"),
+    ("http.app", "custom HTTP routes"),
+    ("http.enable_custom_route_auth", "auth on custom routes"),
+    ("http.middleware_order", "the order of custom middleware and auth"),
+    ("http.disable_assistants", "disabling the assistants API"),
+    ("http.disable_threads", "disabling the threads API"),
+    ("http.disable_runs", "disabling the runs API"),
+    ("http.disable_store", "disabling the Store API"),
+    ("http.disable_meta", "disabling the meta API"),
+    ("http.disable_webhooks", "disabling webhooks"),
+    ("webhooks.url", "a webhook URL policy"),
+    ("checkpointer.serde", "checkpoint deserialization limits"),
+)
+
+
+def _lookup(data: JSONObject, dotted: str) -> Any:
+    value: Any = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def refuse_unhonoured(data: JSONObject, where: str) -> None:
+    """Stop start-up (GraphConfigError, one line) when `data` asks for a security-relevant
+    setting graphkeep does not implement. An absent, null, false or empty value is fine."""
+    for dotted, asks_for in UNHONOURED_SECURITY_KEYS:
+        value = _lookup(data, dotted)
+        if value is None or value is False or value == {} or value == [] or value == "":
+            continue
+        raise GraphConfigError(
+            f"{where}: `{dotted}` asks for {asks_for}, which graphkeep does not implement; "
+            "remove the key to start (ignoring it would leave the deployment unprotected)"
+        )
+
+
 def parse_config(data: Any, *, base_dir: Path, source: Path | None = None) -> ServerConfig:
     """Validate the decoded JSON; raise GraphConfigError naming the bad entry."""
     where = str(source) if source else "config"
     if not isinstance(data, dict):
         raise GraphConfigError(f"{where}: the top level must be a JSON object")
+    refuse_unhonoured(data, where)
     graphs_raw = data.get("graphs")
     if not isinstance(graphs_raw, dict) or not graphs_raw:
         raise GraphConfigError(f"{where}: `graphs` must be a non-empty object")

@@ -20,6 +20,8 @@ import orjson
 from langgraph.types import Command, Interrupt, Send
 from pydantic import PlainSerializer
 
+from app.db.storable import UnstorableValue, value_problem
+
 # Dataclasses pass through to `_default`: orjson would otherwise dump every field of an
 # Interrupt (including response_schema=None), which RemoteGraph cannot rebuild.
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATACLASS
@@ -94,6 +96,20 @@ def dump_bytes(obj: Any) -> bytes:
 def to_jsonable(obj: Any) -> Any:
     """`obj` as plain JSON types (dicts, lists, str, numbers), for JSON columns."""
     return orjson.loads(orjson.dumps(obj, default=_default, option=_OPTIONS))
+
+
+def to_storable(obj: Any, what: str = "graph output") -> Any:
+    """`to_jsonable(obj)` when both databases can store and read it back; UnstorableValue
+    naming where it is not (a NUL, a lone surrogate, a non-finite or 64-bit-overflowing
+    number, nesting too deep) otherwise. Called on graph output before it is persisted."""
+    try:
+        value = to_jsonable(obj)
+    except orjson.JSONEncodeError as exc:  # a surrogate, or nesting beyond orjson's limit
+        raise UnstorableValue(f"{what} cannot be stored: {exc}") from None
+    problem = value_problem(value, what)
+    if problem is not None:
+        raise UnstorableValue(f"{what} cannot be stored: {problem}")
+    return value
 
 
 def error_payload(exc: BaseException) -> dict[str, str]:

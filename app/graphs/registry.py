@@ -58,6 +58,7 @@ class _Loaded:
     compiled: Pregel[Any, Any, Any, Any] | None = None
     factory: Callable[..., Any] | None = None
     factory_args: tuple[str, ...] = field(default_factory=tuple)  # "config" / "runtime"
+    transformers_hook: Callable[[], Any] | None = None  # the module's stream_transformers()
 
 
 def _is_runtime_param(param: inspect.Parameter) -> bool:
@@ -88,8 +89,9 @@ def _factory_args(func: Callable[..., Any], graph_id: str) -> tuple[str, ...]:
     return ()
 
 
-def _import_target(entry: GraphEntry, base_dir: Path) -> Any:
-    """Import the module of `entry.target` and return its attribute (blocking)."""
+def _import_target(entry: GraphEntry, base_dir: Path) -> tuple[Any, Any]:
+    """Import the module of `entry.target`; its attribute and the module's optional
+    `stream_transformers()` hook (the thread-stream protocol's extra transformers)."""
     module_part, _, attr = entry.target.rpartition(":")
     if not module_part or not attr:
         raise GraphConfigError(f"graph {entry.graph_id!r}: bad target {entry.target!r}")
@@ -122,7 +124,7 @@ def _import_target(entry: GraphEntry, base_dir: Path) -> Any:
             f"{type(exc).__name__}: {exc}"
         ) from exc
     try:
-        return getattr(module, attr)
+        return getattr(module, attr), getattr(module, "stream_transformers", None)
     except AttributeError:
         raise GraphConfigError(
             f"graph {entry.graph_id!r}: {module_part!r} has no attribute {attr!r}"
@@ -130,7 +132,13 @@ def _import_target(entry: GraphEntry, base_dir: Path) -> Any:
 
 
 def _load_entry(entry: GraphEntry, base_dir: Path) -> _Loaded:
-    obj = _import_target(entry, base_dir)
+    obj, hook = _import_target(entry, base_dir)
+    loaded = _loaded_entry(entry, obj)
+    loaded.transformers_hook = hook if callable(hook) else None
+    return loaded
+
+
+def _loaded_entry(entry: GraphEntry, obj: Any) -> _Loaded:
     if isinstance(obj, StateGraph):
         obj = obj.compile()
     if isinstance(obj, Pregel):
@@ -174,6 +182,11 @@ class GraphRegistry:
     def spec(self, graph_id: str) -> GraphSpec:
         """The graph's spec; NotFound for an unknown graph id."""
         return self._get(graph_id).spec
+
+    def stream_transformers(self, graph_id: str) -> list[Any]:
+        """What the graph module's `stream_transformers()` returns (none without one)."""
+        hook = self._get(graph_id).transformers_hook
+        return list(hook() or []) if hook is not None else []
 
     def _get(self, graph_id: str) -> _Loaded:
         try:

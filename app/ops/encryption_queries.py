@@ -38,10 +38,12 @@ from app.db.tables import (
     checkpoint_blobs,
     checkpoint_writes,
     checkpoints,
+    crons,
     encryption_keys,
     run_events,
     runs,
     store_items,
+    thread_events,
     threads,
 )
 from app.db.types import JSONType
@@ -79,6 +81,8 @@ TARGETS: tuple[Target, ...] = (
     Target(runs, "kwargs", "json"),
     Target(run_events, "data", "text"),
     Target(store_items, "value", "json"),
+    Target(thread_events, "data", "text"),
+    Target(crons, "payload", "json"),
 )
 
 

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db.dialect import reader
-from app.db.tables import run_events, threads
+from app.db.tables import run_events, thread_events, threads
 from app.db.types import utcnow
 from app.errors import InvalidInput
 
@@ -161,6 +161,12 @@ async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetim
         await conn.execute(
             delete(run_events).where(
                 run_events.c.tenant_id == row.tenant_id, run_events.c.thread_id == row.thread_id
+            )
+        )
+        await conn.execute(
+            delete(thread_events).where(
+                thread_events.c.tenant_id == row.tenant_id,
+                thread_events.c.thread_id == row.thread_id,
             )
         )
         await saver.for_tenant(row.tenant_id).adelete_threads_in(conn, [str(row.thread_id)])

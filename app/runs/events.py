@@ -37,13 +37,16 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, insert, literal, select, text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app import metrics
 from app.db.dialect import notify_channel_sql, reader
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
+from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
 from app.runs.queue import one_statement
 from app.runs.schemas import new_run_id
 
@@ -54,6 +57,13 @@ END_EVENT = "__end__"  # internal terminal marker, never sent to clients
 STATE_UPDATE_EVENT = "state_update"  # thread-level event, stored under an id of its own
 FINAL_STATUSES = frozenset({"success", "error", "timeout", "interrupted"})
 _READ_BATCH = 500
+LISTEN_PING_SECONDS = 5.0  # the LISTEN connection is checked this often (and this long)
+_PING_SQL = str(
+    select(literal(1)).compile(
+        dialect=postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
+        compile_kwargs={"literal_binds": True},
+    )
+)
 
 
 class StreamInterrupted(BaseException):
@@ -115,6 +125,10 @@ class EventHub:
         self._watched: dict[str, float] = {}
         self._watched_threads: dict[str, float] = {}  # thread streams elsewhere (`w` + thread)
         self._publishers: dict[str, RunPublisher] = {}
+        # The last seq published here by an attempt that did not end the run: its events may
+        # not all be stored (the settle failed, the attempt was stopped), but readers here saw
+        # them, so a next attempt here continues after it and no seq a client saw is reused.
+        self._seq_floor: dict[str, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -158,7 +172,7 @@ class EventHub:
                 self._listening.set()
                 # Anything announced while we were not listening: wake everyone once.
                 self._wake_all()
-                await lost.wait()
+                await self._until_lost(conn, lost)
                 log.warning("notify listener connection lost; reconnecting")
             except asyncio.CancelledError:
                 raise
@@ -170,6 +184,18 @@ class EventHub:
                         await asyncio.shield(conn.close(timeout=2))
             self._listening.clear()
             await asyncio.sleep(1.0)
+
+    async def _until_lost(self, conn: asyncpg.Connection, lost: asyncio.Event) -> None:
+        """Until the connection closes, or stops answering: a server that froze (or a
+        partition) closes nothing, so the listener pings and reconnects after a stall."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lost.wait(), timeout=LISTEN_PING_SECONDS)
+                return
+            try:
+                await conn.fetchval(_PING_SQL, timeout=LISTEN_PING_SECONDS)
+            except Exception:  # timed out or broken: reconnect
+                return
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         kind, run_id, origin, thread_id = (payload.split(":", 3) + ["", "", ""])[:4]
@@ -297,12 +323,21 @@ class EventHub:
     # ------------------------------------------------------------------ publishing
 
     def publisher(
-        self, *, run_id: str, thread_id: str, tenant_id: str, last_seq: int, eager: bool = True
+        self,
+        *,
+        run_id: str,
+        thread_id: str,
+        tenant_id: str,
+        last_seq: int,
+        eager: bool = True,
+        token: FencingToken | None = None,
     ) -> RunPublisher:
         """A publisher continuing after `last_seq` (events of earlier attempts stay).
 
         `eager`: store events as they come (a resumable stream); else only once a reader in
-        another process announces itself, or with the run's final transaction."""
+        another process announces itself, or with the run's final transaction.
+        `token`: the run attempt publishing; each batch is stored only while it owns the run
+        (a refused batch raises AttemptSuperseded from the next `emit` / `flush`)."""
         local = _LocalLog(first_seq=last_seq + 1)
         self._local[run_id] = local
         self.wake_thread(thread_id)  # a thread stream waiting for the thread's next run
@@ -313,11 +348,18 @@ class EventHub:
             tenant_id=tenant_id,
             local=local,
             eager=eager or run_id in self._watched or self._thread_watched(thread_id),
+            token=token,
         )
         self._publishers[run_id] = publisher
         return publisher
 
     def _release_local(self, run_id: str, local: _LocalLog, *, ended: bool) -> None:
+        if not ended and local.events:
+            if len(self._seq_floor) > 1000:  # runs handed on long ago
+                self._seq_floor.clear()
+            self._seq_floor[run_id] = max(self._seq_floor.get(run_id, 0), local.events[-1].seq)
+        elif ended:
+            self._seq_floor.pop(run_id, None)
         if ended:
             # The final status is committed: local readers may stop without asking the DB.
             last = local.events[-1].seq if local.events else local.first_seq - 1
@@ -400,6 +442,7 @@ class EventHub:
         local = self._local.get(run_id)
         if local is not None and local.events:
             return local.events[-1].seq
+        floor = self._seq_floor.get(run_id, 0)
         stmt = select(func.max(run_events.c.seq)).where(
             run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id
         )
@@ -408,7 +451,12 @@ class EventHub:
         else:
             async with self.reads.connect() as own:
                 value = (await own.execute(stmt)).scalar()
-        return int(value or 0)
+        return max(floor, int(value or 0))
+
+    async def stored(self, run_id: str, *, tenant_id: str, after: int = 0) -> list[StreamEvent]:
+        """One batch of the run's stored events after `after` (no waiting, live or not):
+        the console replays a run's stream from this without holding a request open."""
+        return await self._fetch(run_id, tenant_id, after)
 
     async def _fetch(self, run_id: str, tenant_id: str, after: int) -> list[StreamEvent]:
         async with self.reads.connect() as conn:
@@ -538,8 +586,10 @@ class RunPublisher:
         tenant_id: str,
         local: _LocalLog,
         eager: bool = True,
+        token: FencingToken | None = None,
     ) -> None:
         self.hub = hub
+        self.token = token
         self._eager = eager
         self.run_id = run_id
         self.thread_id = thread_id
@@ -582,6 +632,13 @@ class RunPublisher:
             self._writer = asyncio.create_task(self._write_batches(), name="gk-events")
         return ev
 
+    def stored_elsewhere(self, seq: int, event: str, data: str) -> None:
+        """An event the run's end stored itself (finish.give_up): readers here see it too,
+        before the end marker."""
+        self._seq = max(self._seq, seq)
+        self._local.events.append(StreamEvent(seq, event, data))
+        self.hub.wake(self.run_id)
+
     def watch(self) -> None:
         """A reader elsewhere follows the run: store what is pending now, then every batch."""
         if self._eager:
@@ -598,17 +655,40 @@ class RunPublisher:
             batch, self._pending = self._pending, []
             self._writing = True
             try:
-                # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
-                async with one_statement(self.hub.engine) as conn:
-                    await conn.execute(insert(run_events), batch)
-                    await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
+                await self._store(batch)
                 self.wrote_any = True
+            except AttemptSuperseded as exc:
+                self._failure = exc  # a newer attempt owns the run: this one stops
+                return
             except Exception as exc:
                 self._failure = exc
                 log.error("writing run events failed", extra={"run_id": self.run_id})
                 return
             finally:
                 self._writing = False
+
+    async def _store(self, batch: list[dict[str, Any]]) -> None:
+        """One batch of rows and its NOTIFY; fenced when the publisher has a token."""
+        token = self.token
+        if token is None:
+            # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
+            async with one_statement(self.hub.engine) as conn:
+                await conn.execute(insert(run_events), batch)
+                await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
+            return
+        async with self.hub.engine.begin() as conn:
+            # The owner row share-locked (PostgreSQL; SQLite holds its write lock): a reaper
+            # or a newer attempt's claim waits for this commit, or this sees them and stops.
+            owner = (
+                await conn.execute(
+                    select(runs.c.run_id).where(owns_run(token)).with_for_update(read=True)
+                )
+            ).first()
+            if owner is None:
+                metrics.count_fenced_refusal("events")
+                raise AttemptSuperseded(token, "events")
+            await conn.execute(insert(run_events), batch)
+            await self.hub.notify(conn, "e", self.run_id, thread_id=self.thread_id)
 
     async def _stop_writer(self) -> None:
         writer = self._writer

@@ -4,6 +4,14 @@ The run's final status, the thread's status / values / interrupts and the `__end
 marker are committed in one transaction, before any reader sees the stream end. Statuses:
 normal end or stop at an interrupt -> success; exception -> error; time limit -> timeout;
 cancel -> interrupted (rollback deletes the run and its checkpoints); drain -> back to pending.
+
+Every write of the attempt is fenced by its token `(run_id, attempt)` (app/runs/fencing.py):
+the graph gets a fenced view of the saver, the publisher stores events only while the attempt
+owns the run, and the settle is conditional on it. A refused write stops the attempt at once
+(graph task cancelled, nothing published or settled) with one WARNING naming both attempts.
+Every run ends: a settle that fails hands the run to its next attempt at once, and the last
+allowed attempt (GRAPHKEEP_MAX_ATTEMPTS) ends it `error` with the reason (`finish.give_up`),
+however the earlier attempts failed.
 """
 
 from __future__ import annotations
@@ -12,47 +20,43 @@ import asyncio
 import copy
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langgraph.errors import GraphDrained
-from langgraph.runtime import RunControl
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.auth.identity import restore_auth_user
 from app.db.dialect import reader
+from app.db.storable import UnstorableValue
 from app.db.tables import checkpoints, run_events, runs
 from app.db.types import utcnow
-from app.graphs.jsonable import dumps, error_payload, to_jsonable
+from app.graphs.jsonable import dumps, error_payload, to_storable
 from app.runs import finish, webhooks
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
+from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
+from app.runs.fenced_saver import fenced
+from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
+from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
+from app.runs.signals import RunSignals
 from app.threads import run_status
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class RunSignals:
-    """How the worker tells an executing run to stop."""
-
-    control: RunControl = field(default_factory=RunControl)
-    cancel_action: str | None = None  # interrupt | rollback, asked for by a client
-    abandon: bool = False  # lease lost or shutdown deadline: leave the run to recovery
-    settling: bool = False  # the graph is done; cancelling now would only break the settle
-
-
-@dataclass
 class _Outcome:
     status: str  # success | error | timeout | interrupted | rollback | drained
     error: dict[str, str] | None = None
+    give_up: bool = False  # attempts exhausted: end it without reading the thread's state
 
 
-class RunExecutor:
+class RunExecutor(AttemptEnding):
     def __init__(
         self,
         *,
@@ -73,17 +77,31 @@ class RunExecutor:
         self.store = store
         self.run_timeout = run_timeout_seconds
         self.max_attempts = max_attempts
+        # the thread-stream protocol: its runs' v3 driver, every run's root lifecycle
+        self.thread_stream = ThreadStreamRuns(
+            engine=engine, hub=hub, graphs=graphs, run_timeout=run_timeout_seconds
+        )
         # PostgreSQL ends a run in one statement (app/runs/finish.py)
         self._one_statement_finish = engine.dialect.name == "postgresql"
 
     def _saver(self, run: ClaimedRun) -> Any:
         return self.saver.for_tenant(run.tenant_id)
 
+    def _fenced_saver(self, run: ClaimedRun, signals: RunSignals) -> Any:
+        """The saver view the graph writes through: refused once the attempt lost the run."""
+        task = asyncio.current_task()
+        return fenced(
+            self._saver(run),
+            FencingToken(run.run_id, run.attempt),
+            lambda exc: signals.supersede(exc.what, task),
+        )
+
     def _store(self, run: ClaimedRun) -> Any:
         return self.store.for_tenant(run.tenant_id) if self.store is not None else None
 
     async def execute(self, run: ClaimedRun, signals: RunSignals, *, worker_id: str) -> None:
         """Run `run` to a final status (or hand it back when drained); never raises."""
+        token = FencingToken(run.run_id, run.attempt)
         # A first attempt has no events yet; later attempts continue after the earlier ones.
         last = (
             0 if run.attempt <= 1 else await self.hub.last_seq(run.run_id, tenant_id=run.tenant_id)
@@ -96,6 +114,7 @@ class RunExecutor:
             tenant_id=run.tenant_id,
             last_seq=last,
             eager=bool(run.kwargs.get("resumable")),
+            token=token,
         )
         ended = False
         done_after = ""  # what the settle did of the after-run bookkeeping (see _settle)
@@ -108,19 +127,38 @@ class RunExecutor:
                 metrics.count_drain(run.graph_id)
                 await publisher.flush()
                 async with self.engine.begin() as conn:
-                    await release(conn, run_id=run.run_id, worker_id=worker_id)
+                    await release(conn, run_id=run.run_id, worker_id=worker_id, attempt=run.attempt)
                     await self.hub.notify(conn, "q")
                 self.hub.queue_wakeup.set()
                 return
-            done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
-            ended = True
-            self._observe(run, outcome, time.monotonic() - started)
-        except Exception:
+            if outcome.give_up:
+                ended = await self._give_up(run, publisher, outcome.error or {}, "attempts")
+            else:
+                done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
+                ended = True
+            if ended:
+                self._observe(run, outcome, time.monotonic() - started)
+                status = "error" if outcome.give_up else outcome.status
+                await self.thread_stream.ended(run, status, outcome.error)
+        except AttemptSuperseded as exc:
+            signals.supersede(exc.what, None)
+        except asyncio.CancelledError:
+            if signals.superseded is not None:
+                await asyncio.shield(self._warn_superseded(token, signals.superseded))
+            raise
+        except Exception as exc:
             log.exception("settling a run failed", extra={"run_id": run.run_id})
+            ended = await self._settle_failed(run, publisher, exc, worker_id=worker_id)
+            if ended:  # it gave up: the thread stream's root ends `failed` too
+                await self.thread_stream.ended(run, "error", error_payload(exc))
         finally:
             publisher.close(ended=ended)
+        if signals.superseded is not None:
+            await self._warn_superseded(token, signals.superseded)
+            return
         if ended:
             # After close: readers (wait, stream) have their answer; this is bookkeeping.
+            # Only now (this attempt's settle committed) may the webhook go out.
             if not run.temporary:  # a temporary thread is about to go
                 await self._observe_history(run)
             await self._after(run, thread_gone=done_after == "deleted")
@@ -163,16 +201,31 @@ class RunExecutor:
         if run.cancel_action:
             return _Outcome("rollback" if run.cancel_action == "rollback" else "interrupted")
         if run.attempt > self.max_attempts:
-            err = {"error": "RunAttemptsExceeded", "message": "run exceeded its attempts"}
-            publisher.emit("error", dumps(err))
-            return _Outcome("error", err)
+            # its workers died or its settles kept failing (a failing settle hands the run on)
+            err = {
+                "error": "RunAttemptsExceeded",
+                "message": f"run exceeded its {self.max_attempts} attempts "
+                "(workers lost or ending it kept failing)",
+            }
+            return _Outcome("error", err, give_up=True)
         publisher.emit("metadata", dumps({"run_id": run.run_id, "attempt": run.attempt}))
         try:
             try:
-                await self._drive(run, signals, publisher)
+                await self.thread_stream.drive(
+                    run,
+                    signals.control,
+                    classic=lambda: self._drive(run, signals, publisher),
+                    saver=self._fenced_saver(run, signals),
+                    store=self._store(run),
+                    has_progress=lambda: self._has_progress(run),
+                    check_lease=signals.check_lease,
+                )
             finally:
                 signals.settling = True
             return _Outcome("success")
+        except AttemptSuperseded as exc:  # a write of the graph (or of its events) was refused
+            signals.supersede(exc.what, None)
+            return None
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if signals.abandon or task is None:
@@ -234,7 +287,7 @@ class RunExecutor:
             self.graphs.open(
                 run.graph_id,
                 config=config,
-                checkpointer=self._saver(run),
+                checkpointer=self._fenced_saver(run, signals),
                 store=self._store(run),
                 access_context="threads.create_run",
                 context=context,
@@ -245,6 +298,7 @@ class RunExecutor:
                 async for event in graph.astream_events(
                     graph_in, config, version="v2", **stream_kwargs
                 ):
+                    await signals.check_lease()
                     publisher.emit("events", dumps(event))
                     if event.get("event") == "on_chain_stream" and not event.get("parent_ids"):
                         item = event["data"]["chunk"]
@@ -253,6 +307,7 @@ class RunExecutor:
                             publisher.emit(name, data)
             else:
                 async for item in graph.astream(graph_in, config, **stream_kwargs):
+                    await signals.check_lease()
                     ns, mode, chunk = split_chunk(item, subgraphs=subgraphs)
                     for name, data in translator.translate(ns, mode, chunk):
                         publisher.emit(name, data)
@@ -271,11 +326,11 @@ class RunExecutor:
         if not snapshot.created_at:
             return None, {}, False
         interrupts = {
-            task.id: to_jsonable(list(task.interrupts))
+            task.id: to_storable(list(task.interrupts), "interrupts")
             for task in snapshot.tasks
             if task.interrupts
         }
-        return to_jsonable(snapshot.values), interrupts, bool(snapshot.next)
+        return to_storable(snapshot.values, "values"), interrupts, bool(snapshot.next)
 
     def _ends_with_thread(self, run: ClaimedRun) -> bool:
         """A stateless run whose temporary thread goes when it ends, deleted by the run's
@@ -296,14 +351,26 @@ class RunExecutor:
     ) -> str:
         """Write the run's end. Returns what it did of the after-run bookkeeping: "deleted"
         (the temporary thread went with the run) or ""."""
+        token = FencingToken(run.run_id, run.attempt)
         if outcome.status == "rollback":
+            async with reader(self.engine).connect() as conn:
+                owner = (await conn.execute(select(runs.c.run_id).where(owns_run(token)))).first()
+            if owner is None:  # a newer attempt owns the run: its checkpoints are not ours
+                raise AttemptSuperseded(token, "rollback")
             await self._saver(run).adelete_for_runs([run.run_id])
         delete_thread = outcome.status != "rollback" and self._ends_with_thread(run)
         if delete_thread:
             # the thread goes with the run: no state to read
             values, interrupts, has_next = None, dict[str, Any](), False
         else:
-            values, interrupts, has_next = await self._thread_state(run)
+            try:
+                values, interrupts, has_next = await self._thread_state(run)
+            except UnstorableValue as exc:
+                # graph output storage cannot hold: the run fails with a clear error and the
+                # thread's cached values are left empty rather than unreadable
+                outcome = _Outcome("error", error_payload(exc))
+                publisher.emit("error", dumps(outcome.error))
+                values, interrupts, has_next = None, dict[str, Any](), False
         rows = await publisher.final_rows()
         if outcome.status in ("error", "timeout"):
             thread_status = "error"
@@ -316,6 +383,7 @@ class RunExecutor:
             origin = self.hub.origin
             end = finish.Finish(
                 run_id=run.run_id,
+                attempt=run.attempt,
                 thread_id=run.thread_id,
                 tenant_id=run.tenant_id,
                 rows=rows,
@@ -327,30 +395,31 @@ class RunExecutor:
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
                 return "deleted"
-            settled = await finish.settle(
-                self.engine,
-                end,
-                status=outcome.status,
-                error=outcome.error,
-                thread_status=thread_status,
-                values=values,
-                interrupts=interrupts,
-                now=now,
+            settled = await retry_deadlock(
+                lambda: finish.settle(
+                    self.engine,
+                    end,
+                    status=outcome.status,
+                    error=outcome.error,
+                    thread_status=thread_status,
+                    values=values,
+                    interrupts=interrupts,
+                    now=now,
+                )
             )
             if settled == "busy":
                 self.hub.queue_wakeup.set()
             return ""
         async with self.engine.begin() as conn:
+            # fenced: only while this attempt owns the run (SQLite: under the write lock)
             if outcome.status == "rollback":
-                await conn.execute(
-                    delete(runs).where(
-                        runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id
-                    )
+                ended = await conn.execute(
+                    delete(runs).where(owns_run(token), runs.c.tenant_id == run.tenant_id)
                 )
             else:
-                await conn.execute(
+                ended = await conn.execute(
                     runs.update()
-                    .where(runs.c.run_id == run.run_id, runs.c.tenant_id == run.tenant_id)
+                    .where(owns_run(token), runs.c.tenant_id == run.tenant_id)
                     .values(
                         status=outcome.status,
                         error=outcome.error,
@@ -360,6 +429,9 @@ class RunExecutor:
                         lease_expires_at=None,
                     )
                 )
+            if not ended.rowcount:
+                metrics.count_fenced_refusal("settle")
+                raise AttemptSuperseded(token, "settle")
             await conn.execute(insert(run_events), rows)
             if publisher.wrote_any:  # rows written earlier expire with the run too
                 await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)

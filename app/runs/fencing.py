@@ -11,8 +11,9 @@ stops that attempt at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, exists, select
+from sqlalchemy import ColumnElement, and_, bindparam, exists, select
 
 from app.db.tables import runs
 
@@ -33,6 +34,26 @@ class AttemptSuperseded(Exception):
         super().__init__(f"run {token.run_id} attempt {token.attempt}: {what} refused")
         self.token = token
         self.what = what
+
+
+# Bound names of the token in statements compiled once and run with `fence_params(token)`
+# (the saver view's pre-compiled writes, the PostgreSQL settle statement).
+FENCE_RUN_ID = "fence_run_id"
+FENCE_ATTEMPT = "fence_attempt"
+
+
+def fence_params(token: FencingToken) -> dict[str, Any]:
+    return {FENCE_RUN_ID: token.run_id, FENCE_ATTEMPT: token.attempt}
+
+
+def owns_run_bound() -> ColumnElement[bool]:
+    """`owns_run` with the token as bound parameters (`fence_params`), for a statement
+    compiled once and executed for many attempts."""
+    return and_(
+        runs.c.run_id == bindparam(FENCE_RUN_ID, type_=runs.c.run_id.type),
+        runs.c.attempt == bindparam(FENCE_ATTEMPT, type_=runs.c.attempt.type),
+        runs.c.status.in_(OWNED_STATUSES),
+    )
 
 
 def owns_run(token: FencingToken) -> ColumnElement[bool]:

@@ -14,6 +14,9 @@ instead of settling a thread that is deleted right after.
 
 SQLite keeps the statement-by-statement transaction (app/runs/executor.py); there a
 transaction costs no round trips.
+
+Both are fenced (app/runs/fencing.py): a superseded attempt's end changes nothing and raises
+AttemptSuperseded. `give_up` ends a run whose settle itself keeps failing.
 """
 
 from __future__ import annotations
@@ -22,13 +25,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Text, bindparam, text
+from sqlalchemy import BigInteger, DateTime, Text, bindparam, insert, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import BindParameter
 
+from app import metrics
 from app.db.tables import run_events, runs, threads
+from app.db.types import utcnow
+from app.graphs.jsonable import dumps
+from app.runs.events import EventHub
+from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
 from app.runs.queue import one_statement
+from app.threads import run_status
 
 _JSON = threads.c["values"].type
 _RUN_ERROR = runs.c.error.type
@@ -42,19 +51,30 @@ _EVENTS = """
         SELECT :run_id, e.seq, :thread_id, :tenant_id, e.event, e.data, e.created_at,
                :expires_at
         FROM unnest(:seqs, :events, :datas, :created) AS e(seq, event, data, created_at)
+        WHERE EXISTS (SELECT 1 FROM r)
     ),
     x AS (
         UPDATE run_events SET expires_at = :expires_at
         WHERE :wrote_any AND run_id = :run_id AND tenant_id = :tenant_id
-          AND expires_at IS NULL
+          AND expires_at IS NULL AND EXISTS (SELECT 1 FROM r)
     )"""
 
-# The thread is updated first (CTEs that the final SELECT reads run before the others), so
-# the row locks are taken thread then run, the order run creation takes them. Another run
-# pending or running on the thread keeps it busy; ours still reads `running` in this
-# statement's snapshot, hence `run_id <> :run_id`.
+# Fenced (app/runs/fencing.py): `r` ends the run only while this attempt owns it (its
+# fencing token, still running; the row lock makes a concurrent reaper or claim wait, or this
+# see their change and do nothing), and everything else is conditional on `r`, so a
+# superseded attempt's settle changes nothing and says so (`owned` 0). The thread update
+# reads `r`, so the row locks are taken run then thread, the order a cancel takes them.
+# Another run pending or running on the thread keeps it busy; ours still reads `running` in
+# this statement's snapshot, hence `run_id <> :run_id`.
 _SETTLE = f"""
-WITH t AS (
+WITH r AS (
+        UPDATE runs SET status = :status, error = :run_error, ended_at = :now,
+            updated_at = :now, worker_id = NULL, lease_expires_at = NULL
+        WHERE run_id = :run_id AND tenant_id = :tenant_id AND attempt = :attempt
+          AND status = 'running'
+        RETURNING run_id
+    ),
+    t AS (
         UPDATE threads SET
             status = CASE WHEN EXISTS (
                 SELECT 1 FROM runs AS o
@@ -63,27 +83,32 @@ WITH t AS (
             ) THEN 'busy' ELSE :thread_status END,
             "values" = :values, interrupts = :interrupts, error = :error,
             updated_at = :now, state_updated_at = :now
-        WHERE thread_id = :thread_id AND tenant_id = :tenant_id
+        WHERE thread_id = :thread_id AND tenant_id = :tenant_id AND EXISTS (SELECT 1 FROM r)
         RETURNING status
-    ),
-    r AS (
-        UPDATE runs SET status = :status, error = :run_error, ended_at = :now,
-            updated_at = :now, worker_id = NULL, lease_expires_at = NULL
-        WHERE run_id = :run_id AND tenant_id = :tenant_id
     ),{_EVENTS}
-SELECT (SELECT status FROM t) AS thread_status,
-       pg_notify(:channel, :e_payload)::text AS e,
+SELECT (SELECT count(*) FROM r) AS owned, (SELECT status FROM t) AS thread_status,
+       (SELECT pg_notify(:channel, :e_payload) FROM r)::text AS e,
        (SELECT pg_notify(:channel, :q_payload) FROM t WHERE t.status = 'busy')::text AS q
 """
 
+# Fenced as the settle: `r` is the owning run row, locked; nothing happens without it.
 _DELETE_TEMPORARY = f"""
-WITH {_EVENTS.strip()},
-    dc AS (DELETE FROM checkpoints WHERE tenant_id = :tenant_id AND thread_id = :thread_id),
-    db AS (DELETE FROM checkpoint_blobs WHERE tenant_id = :tenant_id AND thread_id = :thread_id),
-    dw AS (DELETE FROM checkpoint_writes WHERE tenant_id = :tenant_id AND thread_id = :thread_id),
-    dt AS (DELETE FROM threads WHERE thread_id = :thread_id AND tenant_id = :tenant_id)
-SELECT CAST(NULL AS text) AS thread_status, pg_notify(:channel, :e_payload)::text AS e,
-       CAST(NULL AS text) AS q
+WITH r AS (
+        SELECT run_id FROM runs
+        WHERE run_id = :run_id AND tenant_id = :tenant_id AND attempt = :attempt
+          AND status = 'running'
+        FOR UPDATE
+    ),{_EVENTS},
+    dc AS (DELETE FROM checkpoints WHERE tenant_id = :tenant_id AND thread_id = :thread_id
+           AND EXISTS (SELECT 1 FROM r)),
+    db AS (DELETE FROM checkpoint_blobs WHERE tenant_id = :tenant_id AND thread_id = :thread_id
+           AND EXISTS (SELECT 1 FROM r)),
+    dw AS (DELETE FROM checkpoint_writes WHERE tenant_id = :tenant_id AND thread_id = :thread_id
+           AND EXISTS (SELECT 1 FROM r)),
+    dt AS (DELETE FROM threads WHERE thread_id = :thread_id AND tenant_id = :tenant_id
+           AND EXISTS (SELECT 1 FROM r))
+SELECT (SELECT count(*) FROM r) AS owned, CAST(NULL AS text) AS thread_status,
+       (SELECT pg_notify(:channel, :e_payload) FROM r)::text AS e, CAST(NULL AS text) AS q
 """
 
 
@@ -103,7 +128,9 @@ def _statement(sql: str, *, settle: bool) -> Any:
             bindparam("run_error", type_=_RUN_ERROR),
             bindparam("now", type_=DateTime(timezone=True)),
         ]
-    return text(sql).bindparams(*binds).columns(thread_status=Text, e=Text, q=Text)
+    return (
+        text(sql).bindparams(*binds).columns(owned=BigInteger, thread_status=Text, e=Text, q=Text)
+    )
 
 
 SETTLE = _statement(_SETTLE, settle=True)
@@ -115,6 +142,7 @@ class Finish:
     """What ending one run writes (see the module docstring)."""
 
     run_id: str
+    attempt: int  # with run_id, the fencing token: the settle applies only while it owns the run
     thread_id: str
     tenant_id: str
     rows: list[dict[str, Any]]  # event rows, `__end__` last (RunPublisher.final_rows)
@@ -150,6 +178,7 @@ async def settle(
     }
     async with one_statement(engine) as conn:
         row = (await conn.execute(SETTLE, params)).one()
+    _check_owned(finish, row, "settle")
     return None if row.thread_status is None else str(row.thread_status)
 
 
@@ -157,13 +186,21 @@ async def delete_temporary(engine: AsyncEngine, finish: Finish) -> None:
     """End a stateless run by deleting its temporary thread, checkpoints and (cascade) the run,
     with its events stored, in one statement."""
     async with one_statement(engine) as conn:
-        (await conn.execute(DELETE_TEMPORARY, _common(finish))).one()
+        row = (await conn.execute(DELETE_TEMPORARY, _common(finish))).one()
+    _check_owned(finish, row, "settle")
+
+
+def _check_owned(finish: Finish, row: Any, what: str) -> None:
+    if not row.owned:
+        metrics.count_fenced_refusal(what)
+        raise AttemptSuperseded(FencingToken(finish.run_id, finish.attempt), what)
 
 
 def _common(finish: Finish) -> dict[str, Any]:
     rows = finish.rows
     return {
         "run_id": finish.run_id,
+        "attempt": finish.attempt,
         "thread_id": finish.thread_id,
         "tenant_id": finish.tenant_id,
         "seqs": [r["seq"] for r in rows],
@@ -175,3 +212,52 @@ def _common(finish: Finish) -> dict[str, Any]:
         "channel": finish.channel,
         "e_payload": finish.e_payload,
     }
+
+
+async def give_up(
+    engine: AsyncEngine,
+    hub: EventHub,
+    *,
+    token: FencingToken,
+    thread_id: str,
+    tenant_id: str,
+    error: dict[str, str],
+    after_seq: int,
+) -> tuple[str | None, int]:
+    """End a run `error` without reading its thread's state (that read, or the full settle,
+    is what failed): the run's final status, an `error` event and the `__end__` marker, the
+    thread released (status error, its cached values kept; busy if other runs wait). Fenced
+    like the settle; both dialects, one transaction. Returns the thread's new status and the
+    seq of the `error` event."""
+    now = utcnow()
+    async with engine.begin() as conn:
+        ended = await conn.execute(
+            runs.update()
+            .where(owns_run(token), runs.c.tenant_id == tenant_id)
+            .values(
+                status="error",
+                error=error,
+                ended_at=now,
+                updated_at=now,
+                worker_id=None,
+                lease_expires_at=None,
+            )
+        )
+        if not ended.rowcount:
+            metrics.count_fenced_refusal("settle")
+            raise AttemptSuperseded(token, "settle")
+        stored = await hub.last_seq(token.run_id, tenant_id=tenant_id, conn=conn)
+        seq = max(after_seq, stored) + 1
+        end = hub.end_row(
+            run_id=token.run_id, thread_id=thread_id, tenant_id=tenant_id, seq=seq + 1
+        )
+        failed = {**end, "seq": seq, "event": "error", "data": dumps(error)}
+        await conn.execute(insert(run_events), [failed, end])
+        await hub.set_expiry(conn, run_id=token.run_id, tenant_id=tenant_id)
+        settled = await run_status.settle_thread(
+            conn, tenant_id=tenant_id, thread_id=thread_id, status="error", error=error
+        )
+        await hub.notify(conn, "e", token.run_id, thread_id=thread_id)
+        if settled == "busy":
+            await hub.notify(conn, "q")
+    return settled, seq

@@ -2,7 +2,9 @@
 
 Effective config: assistant config, then the run's config, the run's `configurable` last,
 then the server-owned keys (ids, forwarded headers, checkpoint, the caller's identity) so a
-client can never choose its own user or tenant.
+client can never choose its own user or tenant. A client's `user_id` reaches the graph
+unchanged with auth off, as on the official server; with auth on it is the caller's
+(app/auth/identity.py, docs/auth.md).
 """
 
 from __future__ import annotations
@@ -113,7 +115,6 @@ def build_kwargs(
         "thread_id": thread_id,
         "graph_id": graph_id,
         "assistant_id": assistant_id,
-        "user_id": principal.user_id,
         **identity_configurable(principal),
     }
     config: dict[str, Any] = {**dict(assistant_config), **run_config, "configurable": configurable}

@@ -3,19 +3,44 @@
 A worker claims the oldest eligible pending run (`available_at <= now`) whose thread has no
 running run and no older pending run, so a thread runs one run at a time in creation order.
 The claim holds a lease (`lease_expires_at`) that the worker renews while the run executes; a
-run whose lease expired (its worker died) is put back to pending and claimed again.
+run whose lease expired is put back to pending and claimed again.
+
+Dead workers are noticed before their lease runs out (`reap_expired`): on PostgreSQL each
+worker process holds a session-level advisory lock keyed by its worker id (`liveness_lock`)
+on a connection of its own, which the server drops the moment that connection dies (process
+killed, host gone: at the latest when TCP keepalives give up); a running run whose worker holds
+no such lock is reclaimed at once. On SQLite (one host) a run whose worker id names a process
+of this host that no longer exists is reclaimed at once. The lease stays the backstop for
+stalls and partitions, and the fencing token (app/runs/fencing.py) keeps a worker that was
+wrongly presumed dead from writing anything once its run was reclaimed.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, or_, select, type_coerce
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    and_,
+    bindparam,
+    cast,
+    column,
+    exists,
+    func,
+    literal,
+    or_,
+    select,
+    table,
+    type_coerce,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
@@ -161,19 +186,27 @@ async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) ->
     )
 
 
+def _held_by(run_id: str, worker_id: str, attempt: int | None) -> ColumnElement[bool]:
+    """The run is running under `worker_id` (and, given an attempt, that fencing token)."""
+    held = and_(runs.c.run_id == run_id, runs.c.worker_id == worker_id, runs.c.status == "running")
+    return held if attempt is None else and_(held, runs.c.attempt == attempt)
+
+
 async def renew(
-    engine: AsyncEngine, *, run_id: str, worker_id: str, lease_seconds: float
+    engine: AsyncEngine,
+    *,
+    run_id: str,
+    worker_id: str,
+    lease_seconds: float,
+    attempt: int | None = None,
 ) -> LeaseState:
-    """Extend the lease; also reports a cancel asked for meanwhile."""
+    """Extend the lease; also reports a cancel asked for meanwhile. With `attempt`, only
+    that attempt's lease (a superseded attempt's renewal changes nothing)."""
     async with one_statement(engine) as conn:
         row = (
             await conn.execute(
                 runs.update()
-                .where(
-                    runs.c.run_id == run_id,
-                    runs.c.worker_id == worker_id,
-                    runs.c.status == "running",
-                )
+                .where(_held_by(run_id, worker_id, attempt))
                 .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
                 .returning(runs.c.cancel_action)
             )
@@ -183,12 +216,15 @@ async def renew(
     return LeaseState(held=True, cancel_action=row.cancel_action)
 
 
-async def release(conn: AsyncConnection, *, run_id: str, worker_id: str) -> bool:
-    """Hand a claimed run back to the queue (drain); any worker may claim it at once."""
+async def release(
+    conn: AsyncConnection, *, run_id: str, worker_id: str, attempt: int | None = None
+) -> bool:
+    """Hand a claimed run back to the queue (drain); any worker may claim it at once. With
+    `attempt`, only while that attempt owns the run."""
     now = utcnow()
     result = await conn.execute(
         runs.update()
-        .where(runs.c.run_id == run_id, runs.c.worker_id == worker_id, runs.c.status == "running")
+        .where(_held_by(run_id, worker_id, attempt))
         .values(
             status="pending",
             worker_id=None,
@@ -200,13 +236,113 @@ async def release(conn: AsyncConnection, *, run_id: str, worker_id: str) -> bool
     return bool(result.rowcount)
 
 
-async def reap_expired(engine: AsyncEngine) -> list[str]:
-    """Put runs whose lease expired back to pending; returns their ids."""
+# PostgreSQL's lock table, for the advisory locks of live workers
+_PG_LOCKS = table(
+    "pg_locks",
+    column("locktype"),
+    column("classid"),
+    column("objid"),
+    column("objsubid"),
+    column("granted"),
+)
+_LOW_32 = 0xFFFFFFFF
+
+
+def _worker_key(worker_id: Any) -> Any:
+    """The advisory lock key of a worker id (a bigint hash, computed by the server)."""
+    return func.hashtextextended(worker_id, 0)
+
+
+def liveness_lock(worker_id: str) -> Any:
+    """`SELECT pg_advisory_lock(key)`: held for as long as the session lives."""
+    return select(func.pg_advisory_lock(_worker_key(literal(worker_id))))
+
+
+def _worker_alive_pg() -> ColumnElement[bool]:
+    """The run's worker holds its liveness lock (a bigint advisory lock shows in `pg_locks`
+    as classid = high 32 bits, objid = low 32 bits, objsubid = 1)."""
+    key = _worker_key(runs.c.worker_id)
+    locks = _PG_LOCKS.c
+    return exists(
+        select(literal(1))
+        .select_from(_PG_LOCKS)
+        .where(
+            locks.locktype == "advisory",
+            locks.granted.is_(True),
+            locks.objsubid == 1,
+            cast(locks.classid, BigInteger) == key.op(">>")(32).op("&")(_LOW_32),
+            cast(locks.objid, BigInteger) == key.op("&")(_LOW_32),
+        )
+    )
+
+
+# Worker pools alive in this process (several apps may share one process, e.g. in tests)
+_LIVE_HERE: set[str] = set()
+
+
+def register_live_worker(worker_id: str, *, alive: bool) -> None:
+    """A worker pool of this process started (alive) or stopped."""
+    if alive:
+        _LIVE_HERE.add(worker_id)
+    else:
+        _LIVE_HERE.discard(worker_id)
+
+
+def dead_local_workers(worker_ids: list[str], *, own_worker_id: str) -> list[str]:
+    """Worker ids (`host:pid:nonce`) naming a process of this host that is gone: no such
+    pid, or the pid is this process under a nonce none of its pools has (an earlier boot:
+    a restarted container's pid 1)."""
+    host = socket.gethostname()
+    dead = []
+    for worker_id in worker_ids:
+        w_host, _, rest = worker_id.partition(":")
+        pid_text, _, _nonce = rest.partition(":")
+        if w_host != host or not pid_text.isdigit() or worker_id == own_worker_id:
+            continue
+        if worker_id in _LIVE_HERE:
+            continue
+        pid = int(pid_text)
+        if pid == os.getpid() or not _pid_alive(pid):
+            dead.append(worker_id)
+    return dead
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+async def reap_expired(engine: AsyncEngine, *, own_worker_id: str | None = None) -> list[str]:
+    """Put runs whose lease expired back to pending; returns their ids. Given the calling
+    worker's id (a `WorkerPool` holding its liveness lock), also runs of dead workers
+    (module docstring)."""
     now = utcnow()
+    lost = runs.c.lease_expires_at < now
+    if own_worker_id is None:
+        pass  # leases only
+    elif engine.dialect.name == "postgresql":
+        lost = or_(lost, ~_worker_alive_pg())
+    else:
+        async with one_statement(engine) as conn:
+            holders = (
+                await conn.execute(
+                    select(runs.c.worker_id)
+                    .where(runs.c.status == "running", runs.c.worker_id.is_not(None))
+                    .distinct()
+                )
+            ).scalars()
+            dead = dead_local_workers(list(holders), own_worker_id=own_worker_id)
+        if dead:
+            lost = or_(lost, runs.c.worker_id.in_(dead))
     async with one_statement(engine) as conn:
         rows = await conn.execute(
             runs.update()
-            .where(runs.c.status == "running", runs.c.lease_expires_at < now)
+            .where(runs.c.status == "running", lost)
             .values(
                 status="pending",
                 worker_id=None,

@@ -5,10 +5,19 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy.engine import Row
+
+from app.db.storable import (
+    MAX_AFTER_SECONDS,
+    MAX_URL_CHARS,
+    WEBHOOK_URL_PATTERN,
+    IdList,
+    Metadata,
+    check_webhook_url,
+)
 
 MultitaskStrategy = Literal["reject", "interrupt", "rollback", "enqueue"]
 RUN_SELECT_FIELDS = frozenset(
@@ -54,7 +63,7 @@ class RunCreate(BaseModel):
     assistant_id: str = Field(min_length=1)
     input: Any = None
     command: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    metadata: Metadata = None
     config: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
     checkpoint: CheckpointRef | None = None
@@ -68,10 +77,18 @@ class RunCreate(BaseModel):
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
-    after_seconds: float | None = Field(default=None, ge=0)
+    after_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_AFTER_SECONDS, allow_inf_nan=False
+    )
     durability: Literal["sync", "async", "exit"] | None = None
     checkpoint_during: bool | None = None
-    webhook: str | None = None
+    webhook: Annotated[str | None, AfterValidator(check_webhook_url)] = Field(
+        None,
+        max_length=MAX_URL_CHARS,
+        pattern=WEBHOOK_URL_PATTERN,
+        json_schema_extra={"format": "uri"},
+        description="An absolute http(s) URL with a host.",
+    )
     feedback_keys: list[str] | None = None
     langsmith_tracer: Any = None
     strict_resume: bool | None = None
@@ -81,7 +98,7 @@ class RunsCancel(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     thread_id: str | None = None
-    run_ids: list[str] | None = None
+    run_ids: IdList = None
     status: Literal["pending", "running", "all"] | None = None
 
 
@@ -98,4 +115,14 @@ def run_json(row: Row[Any]) -> dict[str, Any]:
         "kwargs": row.kwargs,
         "multitask_strategy": row.multitask_strategy,
         "cancel_reason": row.cancel_reason,
+    }
+
+
+def run_timing(row: Row[Any]) -> dict[str, Any]:
+    """What an operator wants beyond the contract's Run: attempts, timing, the error."""
+    return {
+        "attempt": row.attempt,
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
+        "error": row.error,
     }

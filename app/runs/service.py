@@ -7,6 +7,7 @@ wakes idle workers on commit.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import uuid
 import weakref
@@ -33,7 +34,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.runs import prepare
 from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
 from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
-from app.runs.schemas import RunCreate, new_run_id, run_json
+from app.runs.schemas import RunCreate, new_run_id, run_json, run_timing
 from app.threads import run_status
 
 if TYPE_CHECKING:
@@ -268,23 +269,69 @@ class RunService:
         out["status"] = "pending"
         return out
 
+    async def create_in(
+        self,
+        conn: AsyncConnection,
+        *,
+        principal: Principal,
+        thread_id: str | None,
+        payload: RunCreate,
+    ) -> tuple[JSONObject, list[str]]:
+        """Queue a run inside the caller's open transaction (the cron scheduler's claim), so
+        the run exists exactly when the caller's other writes commit. Validation, 404 and 409
+        are raised before anything is written. Returns the run and the running runs a
+        strategy asked to stop. Before committing call `notify_queued` once (for any number
+        of runs created so), and `after_commit` with the runs to stop once committed."""
+        prepare.validate(payload, stateless=thread_id is None)
+        now = utcnow()
+        new = _NewRun(
+            principal=principal,
+            payload=payload,
+            stateless=thread_id is None,
+            run_id=new_run_id(),
+            thread_id=new_run_id() if thread_id is None else _uuid(thread_id, "thread_id"),
+            assistant_id=resolve_assistant_id(payload.assistant_id, graphs=self.graphs),
+            now=now,
+            available=now,
+            strategy=payload.multitask_strategy or "enqueue",
+            headers={},
+        )
+        created, _, to_cancel, graph_id = await self._insert_run(new, direct=False, conn=conn)
+        metrics.count_run_created(graph_id)
+        return run_json(created), to_cancel
+
+    async def notify_queued(self, conn: AsyncConnection) -> None:
+        """Wake other processes' workers when `conn`'s transaction commits."""
+        await self.hub.notify(conn, "q")
+
+    def after_commit(self, to_cancel: list[str]) -> None:
+        """What `create` does once its transaction committed: wake the workers, stop the
+        runs a multitask strategy interrupted."""
+        self.hub.queue_wakeup.set()
+        for other in to_cancel:
+            self.hub.deliver_cancel(other)
+            self.hub.wake(other)
+
     async def _insert_run(
         self,
         new: _NewRun,
         *,
         direct: bool,
+        conn: AsyncConnection | None = None,
     ) -> tuple[Row[Any], ClaimedRun | None, list[str], str]:
         """The create transaction. With `direct` (a local slot is reserved) and nothing else
         in flight on the thread, the run is inserted already claimed by this process's pool:
-        no claim round trip and no durable commit between creating and starting it."""
+        no claim round trip and no durable commit between creating and starting it. With
+        `conn`, its statements run in that open transaction instead of one of their own."""
         tenant_id, thread_id, assistant_id = new.tenant_id, new.thread_id, new.assistant_id
         payload, stateless, now = new.payload, new.stateless, new.now
         to_cancel: list[str] = []
-        if self._one_statement_create:
+        joined = conn is not None  # the caller's transaction: it sends one NOTIFY for all
+        if self._one_statement_create and not joined:
             fast = await self._insert_fast(new, direct=direct)
             if fast is not None:
                 return fast
-        async with self.engine.begin() as conn:
+        async with self.engine.begin() if conn is None else contextlib.nullcontext(conn) as conn:
             assistant = await assistant_queries.find_row(
                 conn, tenant_id=tenant_id, assistant_id=assistant_id
             )
@@ -340,7 +387,7 @@ class RunService:
                     },
                     config=kwargs["config"],
                 )
-            if not (direct and pool is not None):
+            if not (direct and pool is not None) and not joined:
                 await self.hub.notify(conn, "q")
         dispatched = None
         if direct and pool is not None:  # handed to a local worker slot without a claim
@@ -514,9 +561,17 @@ class RunService:
         return run_json(row)
 
     async def list_runs(
-        self, *, tenant_id: str, thread_id: str, limit: int, offset: int, status: str | None
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        limit: int,
+        offset: int,
+        status: str | None,
+        timing: bool = False,
     ) -> list[JSONObject]:
-        """A thread's runs, newest first; 404 if the thread is missing."""
+        """A thread's runs, newest first; 404 if the thread is missing. `timing` adds the
+        attempt count, start and end times and the error (the console shows them)."""
         thread_id = _uuid(thread_id, "thread_id")
         async with reader(self.engine).connect() as conn:
             exists = (
@@ -533,6 +588,8 @@ class RunService:
                 stmt = stmt.where(runs.c.status == status)
             stmt = stmt.order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
             rows = (await conn.execute(stmt.limit(limit).offset(offset))).all()
+        if timing:
+            return [run_json(r) | run_timing(r) for r in rows]
         return [run_json(r) for r in rows]
 
     # ------------------------------------------------------------------ cancel / delete

@@ -20,9 +20,10 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import or_, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.tables import run_events, runs, threads
 from app.db.types import utcnow
@@ -34,7 +35,9 @@ from app.runs.queue import ACTIVE_STATUSES
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
-_LAST_EVENT_ID = re.compile(r"^(\d+)(?:-(\d+|\*))?$")
+# Bounded so a hostile id is a 422, not a 500: the key (microseconds since 1970) at most 17
+# digits (year 5138; datetime ends at 9999), the sequence at most 18 (fits a BIGINT).
+_LAST_EVENT_ID = re.compile(r"^(\d{1,17})(?:-(\d{1,18}|\*))?$")
 # Runs are keyed by the `created_at` their API process wrote; processes' clocks may differ a
 # little, so a live stream looks this far back for runs it has not seen yet.
 _SKEW = timedelta(seconds=30)
@@ -228,3 +231,25 @@ class ThreadStream:
                 )
             else:
                 yield ThreadEvent(f"{item.key}-{ev.seq}", ev.event, ev.data)
+
+
+class StateUpdateEvents:
+    """Publishes `state_update` events for update_state / supersteps: `record` is the
+    state-change hook (stores the event in the state's transaction), `wake` tells this
+    process's readers once it committed. The API and the console both use it."""
+
+    def __init__(self, hub: Any, tenant_id: str) -> None:
+        self.hub = hub
+        self.tenant_id = tenant_id
+        self.threads: list[str] = []
+
+    async def record(self, conn: AsyncConnection, thread_id: str, latest: Any) -> None:
+        data = dumps({"state": latest.model_dump(), "thread_id": thread_id})
+        await self.hub.record_state_update(
+            conn, tenant_id=self.tenant_id, thread_id=thread_id, data=data
+        )
+        self.threads.append(thread_id)
+
+    def wake(self) -> None:
+        for thread_id in self.threads:
+            self.hub.wake_thread(thread_id)

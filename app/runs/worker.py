@@ -4,7 +4,12 @@ One dispatcher loop per process claims runs while a slot is free. It sleeps on a
 event (set by run creation in this process, or by a PostgreSQL NOTIFY from another process)
 with a one-second fallback poll, which also picks up delayed runs (`after_seconds`) and runs
 whose lease expired. Each executing run has a lease-keeper that renews the lease every third
-of the lease period and notices cancels asked for in the database.
+of the lease period and notices cancels asked for in the database; a renewal refused (a newer
+attempt owns the run) stops the attempt at once.
+
+On PostgreSQL the process holds a session-level advisory lock on a connection of its own while
+it runs (`queue.liveness_lock`): when the process dies the server drops it, and any worker's
+reaper reclaims its runs within about a second instead of a lease (app/runs/queue.py).
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete
+from sqlalchemy import delete, select
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
 from app.db.tables import run_events
@@ -28,11 +33,13 @@ from app.db.types import utcnow
 from app.logging import context_with
 from app.runs import queue
 from app.runs.events import EventHub
-from app.runs.executor import RunExecutor, RunSignals
+from app.runs.executor import RunExecutor
+from app.runs.signals import RunSignals
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0  # fallback poll; NOTIFY / local wake-ups make claims immediate
+LIVENESS_PING_SECONDS = 5.0  # how often the liveness connection is checked (reconnect if lost)
 
 
 @dataclass
@@ -74,12 +81,15 @@ class WorkerPool:
         self._last_reap = 0.0
         self._claim_failures = 0
         self._last_sweep = 0.0
+        self._liveness: AsyncConnection | None = None  # PostgreSQL: holds the advisory lock
+        self._liveness_checked = 0.0
 
     @property
     def active_runs(self) -> list[str]:
         return list(self._active)
 
     def start(self) -> None:
+        queue.register_live_worker(self.worker_id, alive=True)
         if self._loop_task is None:
             self._loop_task = asyncio.create_task(self._dispatch(), name="gk-dispatch")
 
@@ -95,7 +105,7 @@ class WorkerPool:
         while not self._stopping:
             try:
                 claimed = False
-                if self._free_slots() > 0:
+                if self._free_slots() > 0 and await self._alive():
                     await self._maintain()
                     run = await queue.claim(
                         self.engine, worker_id=self.worker_id, lease_seconds=self.lease_seconds
@@ -138,15 +148,50 @@ class WorkerPool:
             for w in waits:
                 w.cancel()
 
+    async def _alive(self) -> bool:
+        """PostgreSQL: hold this process's liveness lock (taken once, re-taken after its
+        connection was lost). Without it the reapers elsewhere would reclaim each run this
+        worker claims, so it claims nothing until it holds the lock again."""
+        if self.engine.dialect.name != "postgresql":
+            return True
+        now = time.monotonic()
+        if self._liveness is not None:
+            if now - self._liveness_checked < LIVENESS_PING_SECONDS:
+                return True
+            self._liveness_checked = now
+            try:
+                await self._liveness.execute(select(1))
+                return True
+            except Exception:
+                log.warning("worker liveness connection lost; reconnecting")
+                await self._close_liveness()
+        conn = await self.engine.connect()
+        try:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(queue.liveness_lock(self.worker_id))
+        except BaseException:
+            await conn.close()
+            raise
+        self._liveness, self._liveness_checked = conn, now
+        return True
+
+    async def _close_liveness(self) -> None:
+        conn, self._liveness = self._liveness, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.invalidate()  # never back to the pool: the lock goes with it
+
     async def _maintain(self) -> None:
         """Recover expired leases (at most once a second); drop expired events (per sweep)."""
         now = time.monotonic()
         if now - self._last_reap < POLL_SECONDS:
             return
         self._last_reap = now
-        recovered = await queue.reap_expired(self.engine)
+        recovered = await queue.reap_expired(self.engine, own_worker_id=self.worker_id)
         if recovered:
-            log.warning("recovered runs with expired leases", extra={"runs": recovered})
+            log.warning(
+                "recovered runs of dead workers or expired leases", extra={"runs": recovered}
+            )
         if now - self._last_sweep < self.sweep_interval:
             return
         self._last_sweep = now
@@ -182,6 +227,13 @@ class WorkerPool:
     def _launch(self, run: queue.ClaimedRun) -> None:
         active = _Active(run=run, signals=RunSignals())
         self._active[run.run_id] = active
+        # the claim's lease, counted from now (the claim returned just now)
+        active.signals.lease_until = time.monotonic() + self.lease_seconds * 0.9
+
+        async def confirm() -> bool:
+            return (await self._renew(active)).held
+
+        active.signals.confirm_lease = confirm
 
         def on_cancel() -> None:
             self._cancel(active, action=None)
@@ -228,27 +280,39 @@ class WorkerPool:
                 await asyncio.sleep(interval)
             now = False
             try:
-                state = await queue.renew(
-                    self.engine,
-                    run_id=run.run_id,
-                    worker_id=self.worker_id,
-                    lease_seconds=self.lease_seconds,
-                )
+                state = await self._renew(active)
             except Exception:
                 log.warning("lease renewal failed", extra={"run_id": run.run_id})
                 continue
             task = active.task
             if task is None or task.done():
                 return
+            if not state.held:
+                # the run was reclaimed (or ended elsewhere): this attempt stops now; its
+                # settle, if under way, is refused by the fence all the same
+                if not active.signals.settling:
+                    active.signals.supersede("lease", task)
+                return
             if active.signals.settling:
                 continue
-            if not state.held:
-                active.signals.abandon = True
-                task.cancel()
-                return
             if state.cancel_action and active.signals.cancel_action is None:
                 active.signals.cancel_action = state.cancel_action
                 task.cancel()
+
+    async def _renew(self, active: _Active) -> queue.LeaseState:
+        """Renew the lease of this attempt; on success the executor knows until when it holds
+        (a little short of the lease: the renewal's own round trip, clock steps)."""
+        asked = time.monotonic()
+        state = await queue.renew(
+            self.engine,
+            run_id=active.run.run_id,
+            worker_id=self.worker_id,
+            lease_seconds=self.lease_seconds,
+            attempt=active.run.attempt,
+        )
+        if state.held:
+            active.signals.lease_until = asked + self.lease_seconds * 0.9
+        return state
 
     # ------------------------------------------------------------------ shutdown
 
@@ -277,10 +341,14 @@ class WorkerPool:
         for active in list(self._active.values()):
             if active.keeper is not None:
                 active.keeper.cancel()
+        await self._close_liveness()
+        queue.register_live_worker(self.worker_id, alive=False)
 
     async def _release_abandoned(self) -> None:
         """Runs still ours after the deadline go back to pending for another worker."""
         async with self.engine.begin() as conn:
-            for run_id in list(self._active):
-                await queue.release(conn, run_id=run_id, worker_id=self.worker_id)
+            for run_id, active in list(self._active.items()):
+                await queue.release(
+                    conn, run_id=run_id, worker_id=self.worker_id, attempt=active.run.attempt
+                )
             await self.hub.notify(conn, "q")

@@ -153,6 +153,29 @@ def parse_index_config(raw: Mapping[str, Any], *, base_dir: Path | None = None) 
     )
 
 
+DIMS_PROBE = "graphkeep: store.index.dims check"
+
+
+async def check_index_dims(index: StoreIndex) -> str | None:
+    """Embed one probe text and compare its length with `store.index.dims`, so a mismatch
+    stops start-up with one line naming the setting instead of failing the first write.
+
+    Raises InvalidInput on a mismatch. An embedder that cannot answer now (a remote model on
+    a host without its network) is not a configuration error: the reason is returned for a
+    warning, and the first write reports it as before.
+    """
+    try:
+        vector = await index.embeddings.aembed_query(DIMS_PROBE)
+    except Exception as exc:  # any failure of the user's embedder; a mismatch is below
+        return f"{type(exc).__name__}: {exc}"
+    if len(vector) != index.dims:
+        raise InvalidInput(
+            f"store.index.dims is {index.dims} but the embedder ({index.model_id}) returns "
+            f"{len(vector)}-dimensional vectors: set store.index.dims to {len(vector)}"
+        )
+    return None
+
+
 def parse_ttl_config(raw: Mapping[str, Any]) -> TTLConfig:
     """Validate `store.ttl`: `default_ttl` (minutes), `refresh_on_read`,
     `sweep_interval_minutes`."""

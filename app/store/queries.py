@@ -22,6 +22,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     literal_column,
     or_,
     select,
@@ -325,3 +326,11 @@ def expired_vectors(now: datetime) -> Delete:
 
 def expired_items(now: datetime) -> Delete:
     return delete(store_items).where(store_items.c.expires_at <= now)
+
+
+def count_live_items(tenant_id: str, now: datetime) -> Select[int]:
+    """How many of a tenant's items have not expired at `now` (the console's Store size)."""
+    item = store_items.c
+    return select(func.count()).where(
+        item.tenant_id == tenant_id, or_(item.expires_at.is_(None), item.expires_at > now)
+    )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -99,6 +100,19 @@ class _Shared:
         )
         self.reads = reader(self.engine)
         self.direct = DirectStore(self.engine)
+
+
+log = logging.getLogger(__name__)
+_query_ignored_noted: list[bool] = []
+
+
+def _note_query_ignored() -> None:
+    if not _query_ignored_noted:
+        _query_ignored_noted.append(True)
+        log.warning(
+            "store search query ignored: no store.index is configured, so searches with a "
+            "query return the prefix search (configure store.index for semantic search)"
+        )
 
 
 @dataclass
@@ -351,6 +365,13 @@ class SQLStore(BaseStore):
         for i, op in enumerate(op_list):  # everything is checked before anything runs
             batch.add(i, op, validate_op(op, max_value_bytes))
         puts = batch.puts
+        if batch.semantic and shared.index is None:
+            # As langgraph's own stores (InMemoryStore, PostgresStore): without `store.index`
+            # a query is ignored and the search is the plain prefix/filter search (score
+            # None), so a graph written against them runs unchanged. Said once per process.
+            _note_query_ignored()
+            batch.searches += batch.semantic
+            batch.semantic = []
         query_vectors = await self._embed_queries([op for _, op in batch.semantic])
         put_vectors = await self._embed_puts(puts)
         now = shared.clock()

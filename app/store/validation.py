@@ -18,6 +18,14 @@ from langgraph.store.base import (
 )
 from langgraph.store.base import _validate_namespace_labels as _check_labels
 
+from app.db.storable import (
+    MAX_KEY_BYTES,
+    MAX_NAMESPACE_BYTES,
+    MAX_NAMESPACE_DEPTH,
+    MAX_OFFSET,
+    text_problem,
+    value_problem,
+)
 from app.errors import InvalidInput, PayloadTooLarge
 from app.store.filters import validate_filter
 
@@ -43,18 +51,29 @@ def _labels(namespace: Any, what: str, *, allow_empty: bool) -> None:
         _check_labels(tuple(namespace))
     except InvalidNamespaceError as exc:
         raise InvalidInput(str(exc)) from exc
+    if len(namespace) > MAX_NAMESPACE_DEPTH:
+        raise InvalidInput(f"{what} has {len(namespace)} labels; at most {MAX_NAMESPACE_DEPTH}")
+    for label in namespace:
+        problem = text_problem(label)
+        if problem:
+            raise InvalidInput(f"{what}: a label contains {problem}")
+    if len(join_namespace(tuple(namespace)).encode()) > MAX_NAMESPACE_BYTES:
+        raise InvalidInput(f"{what}: labels joined by '.' exceed {MAX_NAMESPACE_BYTES} bytes")
 
 
 def _key(key: Any) -> None:
     if not isinstance(key, str):
         raise InvalidInput(f"key must be a string, not {type(key).__name__}")
-    if "\x00" in key:
-        raise InvalidInput("key may not contain NUL bytes")
+    problem = text_problem(key)
+    if problem:
+        raise InvalidInput(f"key contains {problem}")
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise InvalidInput(f"key exceeds {MAX_KEY_BYTES} bytes")
 
 
 def _count(value: Any, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(f"{what} must be a non-negative integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_OFFSET:
+        raise InvalidInput(f"{what} must be an integer from 0 to {MAX_OFFSET}")
 
 
 def encode_value(value: Any, max_bytes: int) -> str:
@@ -65,8 +84,9 @@ def encode_value(value: Any, max_bytes: int) -> str:
         text = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"value is not JSON-serializable: {exc}") from exc
-    if "\\u0000" in text:
-        raise InvalidInput("value may not contain NUL characters")
+    problem = value_problem(value, "value")
+    if problem:
+        raise InvalidInput(problem)
     size = len(text.encode())
     if size > max_bytes:
         raise PayloadTooLarge(f"value is {size} bytes; the limit is {max_bytes}")
@@ -114,6 +134,9 @@ def validate_op(op: Op, max_value_bytes: int) -> str | None:
     elif isinstance(op, SearchOp):
         _labels(op.namespace_prefix, "namespace_prefix", allow_empty=True)
         validate_filter(op.filter)
+        problem = value_problem([op.filter, op.query], "search")
+        if problem:
+            raise InvalidInput(problem)
         _count(op.limit, "limit")
         _count(op.offset, "offset")
         if op.query is not None and not isinstance(op.query, str):

@@ -8,14 +8,22 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, insert, select, update
+from sqlalchemy import LargeBinary, Select, bindparam, cast, delete, func, insert, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import json_contains
 from app.db.listing import order_by
-from app.db.tables import run_events, runs, threads
+from app.db.tables import (
+    checkpoint_blobs,
+    checkpoint_writes,
+    checkpoints,
+    run_events,
+    runs,
+    thread_events,
+    threads,
+)
 from app.threads.schemas import THREAD_SORT_COLUMNS, JSONObject, Thread, ThreadTTL
 
 T = threads.c
@@ -203,6 +211,11 @@ async def delete_thread_rows(
         )
     )
     await conn.execute(
+        delete(thread_events).where(
+            thread_events.c.tenant_id == tenant_id, thread_events.c.thread_id.in_(found)
+        )
+    )
+    await conn.execute(
         delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.thread_id.in_(found))
     )
     await conn.execute(delete(threads).where(T.tenant_id == tenant_id, T.thread_id.in_(found)))
@@ -259,3 +272,37 @@ def filtered(
     if ids is not None:
         stmt = stmt.where(T.thread_id.in_(ids))
     return stmt
+
+
+# --------------------------------------------------------------------------- storage figures
+
+
+def _nbytes(dialect: str, column: Any) -> Any:
+    """Stored size in bytes, computed by the database (never read into Python): bytea and
+    BLOB by length; text by its encoded size (SQLite's length() counts characters)."""
+    if isinstance(column.type, LargeBinary):
+        return func.coalesce(func.sum(func.length(column)), 0)
+    if dialect == "postgresql":
+        return func.coalesce(func.sum(func.octet_length(column)), 0)
+    return func.coalesce(func.sum(func.length(cast(column, LargeBinary))), 0)
+
+
+def storage_statements(dialect: str, *, tenant_id: str, thread_id: str) -> dict[str, Select[Any]]:
+    """Count and bytes per table of one thread's persisted state (each an index range on the
+    thread's key), and channel values per channel."""
+    ck, bl, wr, ev = checkpoints.c, checkpoint_blobs.c, checkpoint_writes.c, run_events.c
+    return {
+        "checkpoints": select(func.count(), _nbytes(dialect, ck.checkpoint)).where(
+            ck.tenant_id == tenant_id, ck.thread_id == thread_id
+        ),
+        "channel_values": select(bl.channel, func.count(), _nbytes(dialect, bl.blob))
+        .where(bl.tenant_id == tenant_id, bl.thread_id == thread_id)
+        .group_by(bl.channel)
+        .order_by(bl.channel),
+        "writes": select(func.count(), _nbytes(dialect, wr.blob)).where(
+            wr.tenant_id == tenant_id, wr.thread_id == thread_id
+        ),
+        "events": select(func.count(), _nbytes(dialect, ev.data)).where(
+            ev.thread_id == thread_id, ev.tenant_id == tenant_id
+        ),
+    }

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.db.storable import MAX_LIMIT, Filter, IdList, Metadata, Offset
 from app.graphs.jsonable import IsoDateTime
 
 JSONObject = dict[str, Any]
@@ -65,7 +66,7 @@ class Superstep(_Request):
 
 class ThreadCreate(_Request):
     thread_id: str | None = None
-    metadata: JSONObject | None = None
+    metadata: Metadata = None
     if_exists: Literal["raise", "do_nothing"] | None = None
     ttl: ThreadTTL | None = None
     supersteps: list[Superstep] | None = Field(
@@ -74,20 +75,20 @@ class ThreadCreate(_Request):
 
 
 class ThreadPatch(_Request):
-    metadata: JSONObject | None = None
+    metadata: Metadata = None
     ttl: ThreadTTL | None = None
 
 
 class ThreadCount(_Request):
-    metadata: JSONObject | None = None
-    values: JSONObject | None = None
+    metadata: Filter = None
+    values: Filter = None
     status: ThreadStatus | None = None
 
 
 class ThreadSearch(ThreadCount):
-    ids: list[str] | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0)
+    ids: IdList = None
+    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    offset: Offset = 0
     sort_by: str | None = None
     sort_order: str | None = None
     select: list[str] | None = None

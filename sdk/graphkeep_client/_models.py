@@ -119,6 +119,46 @@ class Assistant:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Cron:
+    """A scheduled run: `schedule` (5-field cron) in `timezone`, on `thread_id` or stateless."""
+
+    cron_id: str
+    assistant_id: str = ""
+    thread_id: str | None = None
+    schedule: str = ""
+    timezone: str | None = None
+    end_time: datetime | None = None
+    enabled: bool = True
+    on_run_completed: str | None = None
+    payload: JSONObject = field(default_factory=dict)
+    metadata: JSONObject = field(default_factory=dict)
+    user_id: str | None = None
+    next_run_date: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Cron:
+        """Build from the server's JSON object."""
+        return cls(
+            cron_id=str(data.get("cron_id", "")),
+            assistant_id=data.get("assistant_id") or "",
+            thread_id=data.get("thread_id"),
+            schedule=data.get("schedule") or "",
+            timezone=data.get("timezone"),
+            end_time=_time(data.get("end_time")),
+            enabled=bool(data.get("enabled", True)),
+            on_run_completed=data.get("on_run_completed"),
+            payload=_dict(data.get("payload")),
+            metadata=_dict(data.get("metadata")),
+            user_id=data.get("user_id"),
+            next_run_date=_time(data.get("next_run_date")),
+            created_at=_time(data.get("created_at")),
+            updated_at=_time(data.get("updated_at")),
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Thread:
     """A conversation: status, metadata and a cache of its latest values and interrupts."""
 

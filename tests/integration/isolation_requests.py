@@ -87,6 +87,8 @@ def field_value(
         return "agent"
     if name == "value":
         return {"b": 1}
+    if name == "schedule":
+        return "*/5 * * * *"  # a valid cron: B's request must fail on A's ids, not the schedule
     return example(spec, prop, seed, depth)
 
 

@@ -133,6 +133,10 @@ async def seed_tenant(t: Tenants) -> Seed:
         run = _ok(await c.post(f"/threads/{pending_thread['thread_id']}/runs", json=body))
         seed.ids["pending_thread_id"] = pending_thread["thread_id"]
         seed.ids["pending_run_id"] = run["run_id"]
+    if thread and t.has("post", "/threads/{thread_id}/runs/crons"):
+        body = {"assistant_id": GRAPH_ID, "schedule": "0 0 1 1 *", "metadata": {"m": MARKER}}
+        cron = _ok(await c.post(f"/threads/{thread}/runs/crons", json=body))
+        seed.ids["cron_id"] = cron["cron_id"]
     if t.has("put", "/store/items") and t.app.state.graphkeep.store is not None:
         body = {"namespace": seed.namespace, "key": seed.key, "value": {"marker": MARKER}}
         _ok(await c.put("/store/items", json=body))

@@ -68,12 +68,22 @@ REQUIRED_COVERAGE = frozenset(
         "GET /threads/{thread_id}/runs/{run_id}/stream",
         "GET /threads/{thread_id}/stream",
         "POST /threads/{thread_id}/runs/{run_id}/cancel",
+        "POST /threads/{thread_id}/commands",
+        "POST /threads/{thread_id}/stream/events",
         "POST /runs/cancel",
         "PUT /store/items",
         "GET /store/items",
         "DELETE /store/items",
         "POST /store/items/search",
         "POST /store/namespaces",
+        "POST /runs/crons",
+        "POST /threads/{thread_id}/runs/crons",
+        "POST /runs/crons/search",
+        "POST /runs/crons/count",
+        "GET /runs/crons/{cron_id}",
+        "PATCH /runs/crons/{cron_id}",
+        "DELETE /runs/crons/{cron_id}",
+        "GET /threads/{thread_id}/storage",
     }
 )
 
@@ -225,6 +235,25 @@ async def test_cross_tenant_matrix(tenants: Tenants) -> None:
             problems.append(f"{method} {path}: {r_b.status_code} {r_b.text[:200]}")
         if _leaks(r_b, seed):
             problems.append(f"{method} {path}: B's response leaks {_leaks(r_b, seed)}")
+
+    # 4. thread-stream protocol commands with real envelopes: on A's thread exactly what B
+    # gets on a missing one (the SSE stream's held-open case is tests/e2e/test_thread_protocol.py)
+    for envelope in (
+        {"id": 1, "method": "input.respond", "params": {"interrupt_id": "i", "response": 1}},
+        {"id": 2, "method": "agent.getTree", "params": {}},
+        {"id": 3, "method": "run.start", "params": {"assistant_id": "no-such-graph"}},
+    ):
+        problems += await _check_id_endpoint(
+            t,
+            "POST",
+            "/threads/{thread_id}/commands",
+            {"thread_id": seed.ids["thread_id"]},
+            {"thread_id": str(uuid.uuid4())},
+            envelope,
+            {},
+            seed,
+            require_error=False,
+        )
 
     after = await snapshot(t, seed)
     assert not problems, "\n".join(problems)

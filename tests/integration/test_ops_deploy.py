@@ -208,3 +208,34 @@ def test_alert_rules_use_defined_metrics_and_parse() -> None:
             [promtool(), "check", "rules", str(ALERTS)], capture_output=True, timeout=60
         )
         assert proc.returncode == 0, (proc.stdout + proc.stderr).decode()
+
+
+def test_dockerfile_installs_the_built_wheel_at_the_tested_pins() -> None:
+    builder = _stages(DOCKERFILE.read_text())[0]
+    runs = [ln for ln in builder if ln.startswith("RUN ")]
+    installs = [
+        part.strip()
+        for ln in runs
+        for part in ln.removeprefix("RUN ").split("&&")
+        if part.strip().startswith("pip install")
+    ]
+    assert installs
+    for command in installs:  # every install at the pins CI passed with
+        assert "-c constraints.txt" in command, command
+        assert " -e " not in command and not command.endswith(" ."), command
+    assert any("pip wheel --no-deps" in ln for ln in runs)
+    assert any(c.split()[-1].endswith(".whl") for c in installs)
+    # the installed package migrates from its packaged copy of the scripts at build time
+    assert any("graphkeep migrate" in ln for ln in runs)
+    copied = [ln.split()[1:-1] for ln in builder if ln.startswith("COPY ")]
+    assert any("constraints.txt" in sources for sources in copied)
+
+
+def test_compose_requires_a_postgres_password() -> None:
+    text = COMPOSE.read_text()
+    assert "POSTGRES_PASSWORD:-" not in text  # no silent default password
+    services = _compose()["services"]
+    required = "${POSTGRES_PASSWORD:?"
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(required)
+    for name in ("migrate", "api", "worker"):
+        assert required in services[name]["environment"]["GRAPHKEEP_DATABASE_URL"], name

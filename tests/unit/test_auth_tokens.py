@@ -184,7 +184,9 @@ def test_configuration_errors(tmp_path: Path) -> None:
         ("read", True),
         ("read write", False),
         (["read"], True),
-        ("openid profile", False),
+        ("openid read", True),
+        ("openid write", False),
+        (["write", "read"], False),
     ],
 )
 def test_scopes_decide_read_only(scope: object, read_only: bool) -> None:
@@ -192,6 +194,62 @@ def test_scopes_decide_read_only(scope: object, read_only: bool) -> None:
     p = hs_verifier().verify(hs_token(payload))
     assert p.read_only is read_only
     assert is_read_only(p.scopes) is read_only
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        7,
+        {"read": True},
+        "READ",
+        "read:all",
+        "",
+        " ",
+        "openid profile",
+        ["read", 7],
+        [],
+        "read\x00",
+        ["write\ud800"],
+        "read\twrite",
+    ],
+)
+def test_unrecognised_or_malformed_scope_is_401_never_write(scope: object) -> None:
+    # fail closed: a scope claim that is present but not understood grants nothing
+    rejected(hs_verifier(), hs_token(claims(scope=scope)))
+
+
+@pytest.mark.parametrize(
+    "tenant",
+    [
+        "",
+        " ",
+        "\n",
+        "acme\n",
+        " acme",
+        "acme ",
+        "ac\x00me",
+        "ac\ud800me",
+        "a\tb",
+        "x" * 256,
+        "*",
+        7,
+        ["acme"],
+        {"t": 1},
+        True,
+    ],
+)
+def test_malformed_tenant_claim_is_401(tenant: object) -> None:
+    rejected(hs_verifier(), hs_token(claims(tenant=tenant)))
+
+
+@pytest.mark.parametrize("sub", ["", "\ud800", "a\x00", "bob\r\n", 5])
+def test_malformed_sub_claim_is_401(sub: object) -> None:
+    rejected(hs_verifier(), hs_token(claims(sub=sub)))
+
+
+def test_tenant_with_inner_space_and_unicode_is_accepted() -> None:
+    p = hs_verifier().verify(hs_token(claims(tenant="Acme Corp é", sub="ålice")))
+    assert (p.tenant_id, p.user_id) == ("Acme Corp é", "ålice")
 
 
 def test_custom_tenant_claim() -> None:

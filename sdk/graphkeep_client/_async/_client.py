@@ -11,6 +11,7 @@ from .._calls import Call, Timeout, TokenSource, client_options, model
 from .._models import Health, ServerInfo
 from .._policy import RetryPolicy
 from ._assistants import AsyncAssistants
+from ._crons import AsyncCrons
 from ._http import AsyncHTTP
 from ._runs import AsyncRuns
 from ._store import AsyncStore
@@ -56,6 +57,7 @@ class AsyncClient:
         self.threads = AsyncThreads(self._http)
         self.runs = AsyncRuns(self._http)
         self.store = AsyncStore(self._http)
+        self.crons = AsyncCrons(self._http)
 
     @property
     def base_url(self) -> str:

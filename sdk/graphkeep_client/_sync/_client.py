@@ -12,6 +12,7 @@ from .._calls import Call, Timeout, TokenSource, client_options, model
 from .._models import Health, ServerInfo
 from .._policy import RetryPolicy
 from ._assistants import Assistants
+from ._crons import Crons
 from ._http import HTTP
 from ._runs import Runs
 from ._store import Store
@@ -57,6 +58,7 @@ class Client:
         self.threads = Threads(self._http)
         self.runs = Runs(self._http)
         self.store = Store(self._http)
+        self.crons = Crons(self._http)
 
     @property
     def base_url(self) -> str:

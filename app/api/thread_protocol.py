@@ -1,0 +1,175 @@
+"""The thread-stream protocol's HTTP routes (contract sections 2, 3, 7, 8):
+`POST /threads/{t}/commands` (one command, JSON in / JSON out) and
+`POST /threads/{t}/stream/events` (an SSE stream over the thread's durable event log).
+
+A valid UUID naming no thread of the caller's tenant streams nothing until such a thread
+gets events (another tenant's log is never read: every read carries the caller's tenant).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from app import metrics
+from app.api.deps import AppStateDep, PrincipalDep
+from app.api.errors import status_for
+from app.api.lean_route import resource_router
+from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
+from app.errors import AppError
+from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message
+from app.runs.threadlog.filters import FilterError, parse_subscription
+from app.runs.threadlog.log import ThreadLog
+from app.state import AppState
+from app.threads.service import parse_thread_id
+
+router = resource_router("threads")
+log = logging.getLogger(__name__)
+
+MAX_COMMAND_BYTES = 1 << 20
+HEARTBEAT_SECONDS = 5.0
+
+
+def _thread_id(value: str) -> str:
+    return parse_thread_id(value)  # 422 before anything streams
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if len(raw) > MAX_COMMAND_BYTES:
+        return _INVALID
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return _INVALID
+
+
+_INVALID = object()
+
+
+def _error(command_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "id": command_id, "error": code, "message": message}
+
+
+def _commands(state: AppState) -> ProtocolCommands:
+    return ProtocolCommands(runs=state.runs)
+
+
+async def run_command(
+    state: AppState,
+    principal: Any,
+    thread_id: str,
+    envelope: dict[str, Any],
+    headers: dict[str, str],
+) -> dict[str, Any]:
+    """One command's response envelope (errors included; never raises for the caller)."""
+    command_id = envelope["id"]
+    method = envelope["method"]
+    params = envelope.get("params") or {}
+    if not isinstance(params, dict):
+        return _error(command_id, "invalid_argument", "params must be an object")
+    commands = _commands(state)
+    try:
+        if method == "run.start":
+            result = await commands.run_start(principal, thread_id, params, headers)
+        elif method == "input.respond":
+            result = await commands.input_respond(principal, thread_id, params, headers)
+        elif method == "agent.getTree":
+            raise CommandError("no_such_run", "no run session bound to this request")
+        elif method == "subscription.subscribe":
+            parse_subscription(params)
+            result = {"subscription_id": "", "replayed_events": 0}
+        else:
+            raise CommandError("unknown_command", f"unknown command: {method[:64]!r}")
+    except CommandError as exc:
+        return _error(command_id, exc.code, exc.message)
+    except FilterError as exc:
+        return _error(command_id, "invalid_argument", str(exc))
+    except AppError as exc:
+        return _error(command_id, "unknown_error", app_error_message(status_for(exc), exc))
+    return {
+        "type": "success",
+        "id": command_id,
+        "result": result,
+        "meta": {"applied_through_seq": 0},  # over HTTP nothing was delivered here
+    }
+
+
+@router.post("/threads/{thread_id}/commands", operation_id="thread_command")
+async def thread_command(
+    thread_id: str, request: Request, state: AppStateDep, principal: PrincipalDep
+) -> JSONResponse:
+    """One protocol command; command errors are HTTP 200 error envelopes."""
+    body = await _json_body(request)
+    if body is _INVALID:
+        return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
+    if not isinstance(body, dict):
+        return JSONResponse(
+            _error(None, "invalid_argument", "the command must be a JSON object"), status_code=400
+        )
+    command_id = body.get("id")
+    if isinstance(command_id, bool) or not isinstance(command_id, int):
+        return JSONResponse(
+            _error(None, "invalid_argument", "id must be an integer"), status_code=400
+        )
+    if not isinstance(body.get("method"), str):
+        return JSONResponse(
+            _error(command_id, "invalid_argument", "method must be a string"), status_code=400
+        )
+    thread_id = _thread_id(thread_id)
+    answer = await run_command(state, principal, thread_id, body, dict(request.headers))
+    return JSONResponse(answer)
+
+
+def thread_log(state: AppState) -> ThreadLog:
+    return ThreadLog(state.engine, state.runs.hub)
+
+
+@router.post("/threads/{thread_id}/stream/events", operation_id="stream_thread_events")
+async def stream_thread_events(
+    thread_id: str, request: Request, state: AppStateDep, principal: PrincipalDep
+) -> Response:
+    """The thread's events (every run, oldest first, `seq > since`), then live, until the
+    client leaves; `: heartbeat` every 5 s of silence."""
+    body = await _json_body(request)
+    if body is _INVALID:
+        return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
+    if not isinstance(body, dict):
+        return JSONResponse({"detail": "the body must be a JSON object"}, status_code=400)
+    try:
+        subscription = parse_subscription(body)
+    except FilterError as exc:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+    thread_id = _thread_id(thread_id)
+    reader = thread_log(state)
+    tenant_id = principal.tenant_id
+
+    async def events() -> AsyncIterator[bytes]:
+        metrics.stream_subscribed()
+        try:
+            yield HEARTBEAT  # headers and a first byte at once (the SDK's 5 s ready wait)
+            async for batch in reader.follow(
+                tenant_id=tenant_id,
+                thread_id=thread_id,
+                since=subscription.since or 0,
+                heartbeat=HEARTBEAT_SECONDS,
+            ):
+                if not batch:
+                    yield HEARTBEAT
+                    continue
+                chunk = b"".join(
+                    format_event(ev.method, ev.envelope(), str(ev.seq))
+                    for ev in batch
+                    if subscription.matches(ev)
+                )
+                if chunk:
+                    yield chunk
+        finally:
+            metrics.stream_unsubscribed()
+
+    return StreamingResponse(events(), media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)

@@ -1,0 +1,172 @@
+"""The thread-stream protocol over WebSocket (contract section 12): `GET
+/threads/{t}/stream/events` upgraded. Frames in are command envelopes (the subscription
+family, plus any HTTP command in-band); frames out are response envelopes and events.
+
+One follower per socket reads the thread's log from the first subscription's `since` and
+sends each event once if any subscription matches it. Rejections after the upgrade close
+with `4000 + status`; a server shutdown closes 1012 (never 1000/1001: the SDK reconnects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from typing import Any
+
+from fastapi import WebSocket, WebSocketDisconnect
+
+from app.api.errors import status_for
+from app.api.lean_route import resource_router
+from app.api.thread_protocol import HEARTBEAT_SECONDS, run_command, thread_log
+from app.errors import AppError
+from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription
+from app.threads.service import parse_thread_id
+
+router = resource_router("threads")
+
+MAX_FRAME_BYTES = 1 << 20
+MAX_SUBSCRIPTIONS = 32
+COMMANDS_PER_SECOND = 50  # a flood beyond this gets `rate_limited` errors, nothing runs
+CLOSE_SHUTDOWN = 1012
+
+
+class _Socket:
+    def __init__(self, websocket: WebSocket, state: Any, principal: Any, thread_id: str) -> None:
+        self.ws = websocket
+        self.state = state
+        self.principal = principal
+        self.thread_id = thread_id
+        self.subs: dict[str, Subscription] = {}
+        self.delivered = 0  # highest seq sent on this socket
+        self.follower: asyncio.Task[None] | None = None
+        self.send_lock = asyncio.Lock()
+        self.window = (0.0, 0)
+
+    async def send(self, text: str) -> None:
+        async with self.send_lock:
+            await self.ws.send_text(text)
+
+    def _flooded(self) -> bool:
+        now = asyncio.get_running_loop().time()
+        start, count = self.window
+        if now - start >= 1.0:
+            self.window = (now, 1)
+            return False
+        self.window = (start, count + 1)
+        return count + 1 > COMMANDS_PER_SECOND
+
+    async def follow(self, since: int) -> None:
+        log = thread_log(self.state)
+        async for batch in log.follow(
+            tenant_id=self.principal.tenant_id,
+            thread_id=self.thread_id,
+            since=since,
+            heartbeat=HEARTBEAT_SECONDS,
+        ):
+            for ev in batch:
+                if any(s.matches(ev) for s in self.subs.values()):
+                    await self.send(ev.envelope())
+                    self.delivered = ev.seq
+        with contextlib.suppress(Exception):
+            await self.ws.close(CLOSE_SHUTDOWN, "server shutting down")
+
+    def _ok(self, command_id: Any, result: dict[str, Any]) -> dict[str, Any]:
+        meta = {"applied_through_seq": self.delivered}
+        return {"type": "success", "id": command_id, "result": result, "meta": meta}
+
+    async def subscribe(
+        self, command_id: Any, params: dict[str, Any], *, reconnect: bool
+    ) -> dict[str, Any]:
+        sub = parse_subscription(params)
+        if reconnect:
+            if sub.since is None:
+                raise FilterError("since is required")
+            oldest = await thread_log(self.state).oldest_seq(
+                tenant_id=self.principal.tenant_id, thread_id=self.thread_id
+            )
+            if oldest is not None and sub.since + 1 < oldest:
+                return {
+                    "type": "error",
+                    "id": command_id,
+                    "error": "resume_gap",
+                    "message": "events after since are no longer retained",
+                    "since": sub.since,
+                    "min_available_seq": oldest,
+                }
+        if len(self.subs) >= MAX_SUBSCRIPTIONS:
+            raise FilterError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per socket")
+        given = params.get("subscription_id")
+        sub_id = given if reconnect and isinstance(given, str) and given else str(uuid.uuid4())
+        self.subs[sub_id] = sub
+        if self.follower is None:
+            self.follower = asyncio.create_task(self.follow(sub.since or 0))
+        return self._ok(command_id, {"subscription_id": sub_id, "replayed_events": 0})
+
+    async def handle(self, raw: str) -> dict[str, Any]:
+        if len(raw) > MAX_FRAME_BYTES:
+            return _error(None, "invalid_argument", "frame too large")
+        try:
+            envelope = json.loads(raw)
+        except ValueError:
+            return _error(None, "invalid_argument", "frame is not JSON")
+        if not isinstance(envelope, dict):
+            return _error(None, "invalid_argument", "frame must be a JSON object")
+        command_id = envelope.get("id")
+        if isinstance(command_id, bool) or not isinstance(command_id, int):
+            return _error(None, "invalid_argument", "id must be an integer")
+        method = envelope.get("method")
+        if not isinstance(method, str):
+            return _error(command_id, "invalid_argument", "method must be a string")
+        if self._flooded():
+            return _error(command_id, "rate_limited", "too many commands; slow down")
+        params = envelope.get("params") or {}
+        if not isinstance(params, dict):
+            return _error(command_id, "invalid_argument", "params must be an object")
+        try:
+            if method in ("subscription.subscribe", "subscription.reconnect"):
+                reconnect = method == "subscription.reconnect"
+                return await self.subscribe(command_id, params, reconnect=reconnect)
+            if method == "subscription.unsubscribe":
+                if self.subs.pop(str(params.get("subscription_id")), None) is None:
+                    return _error(command_id, "no_such_subscription", "unknown subscription")
+                return self._ok(command_id, {})
+        except FilterError as exc:
+            return _error(command_id, "invalid_argument", str(exc))
+        answer = await run_command(
+            self.state, self.principal, self.thread_id, envelope, dict(self.ws.headers)
+        )
+        if answer.get("type") == "success":
+            answer["meta"] = {"applied_through_seq": self.delivered}
+        return answer
+
+
+def _error(command_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "id": command_id, "error": code, "message": message}
+
+
+@router.websocket("/threads/{thread_id}/stream/events")
+async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
+    await websocket.accept()
+    state = websocket.app.state.graphkeep
+    try:
+        thread_id = parse_thread_id(thread_id)
+        # the same resolver as PrincipalDep (app/api/auth.py); none installed is a bug,
+        # never an anonymous caller
+        principal = await websocket.app.state.resolve_principal(websocket)
+    except AppError as exc:
+        await websocket.close(4000 + status_for(exc), exc.detail[:100])
+        return
+    sock = _Socket(websocket, state, principal, thread_id)
+    try:
+        while True:
+            raw = await websocket.receive_text()
+            await sock.send(json.dumps(await sock.handle(raw), separators=(",", ":")))
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the client left (or sent a non-text frame and the socket is gone)
+    finally:
+        if sock.follower is not None:
+            sock.follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await sock.follower

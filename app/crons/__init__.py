@@ -1,0 +1,1 @@
+"""Crons: scheduled runs (schedule math, SQL, use cases and the scheduler)."""

@@ -1,0 +1,142 @@
+"""SQL of the crons domain. Every statement but the scheduler's claim takes the tenant."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, update
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.crons.schemas import CRON_SORT_COLUMNS
+from app.db.dialect import json_contains, lock_for_claim
+from app.db.listing import order_by
+from app.db.tables import crons, threads
+
+C = crons.c
+JSONObject = dict[str, Any]
+
+
+async def insert_cron(conn: AsyncConnection, values: JSONObject) -> Row[Any]:
+    row: Row[Any] = (await conn.execute(crons.insert().values(**values).returning(crons))).one()
+    return row
+
+
+async def find_cron(
+    conn: AsyncConnection, *, tenant_id: str, cron_id: str, for_update: bool = False
+) -> Row[Any] | None:
+    stmt = select(crons).where(C.cron_id == cron_id, C.tenant_id == tenant_id)
+    if for_update:
+        stmt = stmt.with_for_update()
+    return (await conn.execute(stmt)).first()
+
+
+async def update_cron(
+    conn: AsyncConnection, *, tenant_id: str, cron_id: str, values: JSONObject
+) -> Row[Any] | None:
+    stmt = (
+        update(crons)
+        .where(C.cron_id == cron_id, C.tenant_id == tenant_id)
+        .values(**values)
+        .returning(crons)
+    )
+    row: Row[Any] | None = (await conn.execute(stmt)).first()
+    return row
+
+
+async def delete_cron(conn: AsyncConnection, *, tenant_id: str, cron_id: str) -> int:
+    stmt = delete(crons).where(C.cron_id == cron_id, C.tenant_id == tenant_id)
+    return (await conn.execute(stmt)).rowcount
+
+
+async def thread_exists(conn: AsyncConnection, *, tenant_id: str, thread_id: str) -> bool:
+    stmt = select(threads.c.thread_id).where(
+        threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
+    )
+    return (await conn.execute(stmt)).first() is not None
+
+
+def filtered(
+    dialect: str,
+    *,
+    tenant_id: str,
+    assistant_id: str | None,
+    thread_id: str | None,
+    enabled: bool | None,
+    metadata: JSONObject | None,
+) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = [C.tenant_id == tenant_id]
+    if assistant_id is not None:
+        where.append(C.assistant_id == assistant_id)
+    if thread_id is not None:
+        where.append(C.thread_id == thread_id)
+    if enabled is not None:
+        where.append(C.enabled == enabled)
+    if metadata:
+        where.append(json_contains(dialect, C.metadata, metadata))
+    return where
+
+
+def search_statement(
+    where: list[ColumnElement[bool]],
+    *,
+    sort_by: str | None,
+    sort_order: str | None,
+    limit: int,
+    offset: int,
+) -> Select[Any]:
+    columns = {name: C[name] for name in CRON_SORT_COLUMNS}
+    return (
+        select(crons)
+        .where(*where)
+        .order_by(*order_by(columns, sort_by, sort_order, tie_breaker=C.cron_id))
+        .limit(limit + 1)  # one more than asked: tells whether a next page exists
+        .offset(offset)
+    )
+
+
+def count_statement(where: list[ColumnElement[bool]]) -> Select[Any]:
+    return select(func.count()).select_from(crons).where(*where)
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+def due_predicate(now: datetime) -> ColumnElement[bool]:
+    """Enabled crons due by `now`: one range of ix_crons_enabled_next_run_date."""
+    return (C.enabled.is_(True)) & (C.next_run_date <= now)
+
+
+def claim_due(dialect: str, *, now: datetime, limit: int) -> Select[Any]:
+    """Due crons, oldest due first, locked for this transaction (SKIP LOCKED on PostgreSQL:
+    another scheduler takes other rows, never these)."""
+    stmt = select(crons).where(due_predicate(now)).order_by(C.next_run_date).limit(limit)
+    return lock_for_claim(dialect, stmt)
+
+
+def count_due(now: datetime) -> Select[Any]:
+    return select(func.count()).select_from(crons).where(due_predicate(now))
+
+
+def next_due(now: datetime) -> Select[Any]:
+    """The earliest future due time (the scheduler sleeps until then, or its poll interval)."""
+    return select(func.min(C.next_run_date)).where(C.enabled.is_(True), C.next_run_date > now)
+
+
+_ADVANCE = (
+    update(crons)
+    .where(C.cron_id == bindparam("b_cron_id"))
+    .values(
+        next_run_date=bindparam("b_next_run_date"),
+        status=bindparam("b_status"),
+        enabled=bindparam("b_enabled"),
+        updated_at=bindparam("b_now"),
+    )
+)
+
+
+async def advance_many(conn: AsyncConnection, moves: list[JSONObject], *, now: datetime) -> None:
+    """Move claimed crons on (in the claim's transaction, rows locked by it): one executemany.
+    Each move: b_cron_id, b_next_run_date, b_status, b_enabled."""
+    await conn.execute(_ADVANCE, [{**move, "b_now": now} for move in moves])

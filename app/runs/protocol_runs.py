@@ -1,0 +1,233 @@
+"""Runs on the thread-stream protocol's event log (contract sections 1, 6, 10).
+
+The executor hands every run to `ThreadStreamRuns.drive` at one place: runs created by
+`run.start` / `input.respond` (marked in their configurable) execute through LangGraph's own
+`graph.astream_events(version="v3")` with the graph's transformers and its module's
+`stream_transformers()` hook; classic runs keep their driver and only log their root
+lifecycle. `ended` logs the root terminal after the run's end is committed (the SDK reads
+REST state right after it), fenced on the attempt that settled the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langgraph.stream import StreamTransformer
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.auth.identity import restore_auth_user
+from app.db.dialect import reader
+from app.runs.chunks import graph_input
+from app.runs.events import EventHub
+from app.runs.fencing import FencingToken
+from app.runs.protocol_events import Event, ProtocolNormaliser
+from app.runs.queue import ClaimedRun
+from app.runs.resume import STRICT_RESUME_KEY
+from app.runs.threadlog import queries
+from app.runs.threadlog.log import ThreadLog
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_MARKER = "__event_streaming_v2"
+CANCELLED_ERROR = "cancelled"
+
+
+def is_protocol_run(kwargs: dict[str, Any]) -> bool:
+    configurable = (kwargs.get("config") or {}).get("configurable") or {}
+    return bool(configurable.get(PROTOCOL_MARKER))
+
+
+def _factories(items: list[Any]) -> list[Any]:
+    """Transformer classes/factories as LangGraph takes them; bare instances wrapped."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, StreamTransformer):
+            out.append(lambda _scope, inst=item: inst)
+        else:
+            out.append(item)
+    return out
+
+
+class _BatchWriter:
+    """Appends a run's events in the order produced, as few statements as the database's
+    pace allows (everything queued while one append runs goes in the next)."""
+
+    def __init__(self, thread_log: ThreadLog, run: ClaimedRun, token: FencingToken) -> None:
+        self.thread_log = thread_log
+        self.run = run
+        self.token = token
+        self.pending: list[Event] = []
+        self.ready = asyncio.Event()
+        self.closed = False
+        self.error: BaseException | None = None
+        self.task = asyncio.create_task(self._loop())
+
+    def put(self, events: list[Event]) -> None:
+        if self.error is not None:
+            raise self.error
+        if events:
+            self.pending.extend(events)
+            self.ready.set()
+
+    async def _loop(self) -> None:
+        try:
+            while True:
+                if not self.pending:
+                    if self.closed:
+                        return
+                    await self.ready.wait()
+                    self.ready.clear()
+                    continue
+                batch, self.pending = self.pending[:500], self.pending[500:]
+                await self.thread_log.append(
+                    tenant_id=self.run.tenant_id,
+                    thread_id=self.run.thread_id,
+                    token=self.token,
+                    events=batch,
+                )
+        except Exception as exc:  # surfaced to the driver by put() / close()
+            self.error = exc
+
+    async def close(self) -> None:
+        self.closed = True
+        self.ready.set()
+        await asyncio.shield(self.task)
+        if self.error is not None:
+            raise self.error
+
+
+class ThreadStreamRuns:
+    def __init__(
+        self, *, engine: AsyncEngine, hub: EventHub, graphs: Any, run_timeout: float | None
+    ) -> None:
+        self.engine = engine
+        self.graphs = graphs
+        self.run_timeout = run_timeout
+        self.log = ThreadLog(engine, hub)
+        self._root_interrupted: set[str] = set()  # run ids whose root `interrupted` is logged
+
+    async def _root(self, run: ClaimedRun, data: dict[str, Any], *, settled: bool) -> None:
+        await self.log.append(
+            tenant_id=run.tenant_id,
+            thread_id=run.thread_id,
+            token=FencingToken(run.run_id, run.attempt),
+            events=[("lifecycle", [], data)],
+            settled=settled,
+        )
+
+    async def _logged_before(self, run: ClaimedRun) -> bool:
+        if run.attempt <= 1:
+            return False
+        async with reader(self.engine).connect() as conn:
+            found = await conn.execute(
+                queries.run_has_events(tenant_id=run.tenant_id, run_id=run.run_id)
+            )
+            return found.first() is not None
+
+    async def drive(
+        self,
+        run: ClaimedRun,
+        control: Any,
+        *,
+        classic: Callable[[], Awaitable[None]],
+        saver: Any,
+        store: Any,
+        has_progress: Callable[[], Awaitable[bool]],
+        check_lease: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Log the root `running` (once per run id), then execute the run. `saver` is the
+        attempt's fenced view and `check_lease` confirms ownership between steps, as for
+        classic runs."""
+        if run.temporary and not is_protocol_run(run.kwargs):
+            # a stateless run's thread goes with it and nobody can stream it: no log rows
+            await classic()
+            return
+        if not await self._logged_before(run):
+            await self._root(run, {"event": "running", "graph_name": run.graph_id}, settled=False)
+        if not is_protocol_run(run.kwargs):
+            await classic()
+            return
+        kwargs = run.kwargs
+        config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
+        configurable = config["configurable"] = restore_auth_user(config.get("configurable") or {})
+        if kwargs.get("strict_resume"):
+            configurable[STRICT_RESUME_KEY] = True
+        graph_in = graph_input(kwargs)
+        if run.attempt > 1 and await has_progress():
+            graph_in = None  # resume where the last attempt stopped
+            for key in ("checkpoint_id", "checkpoint_map"):
+                configurable.pop(key, None)
+        context = kwargs.get("context") or None
+        normaliser = ProtocolNormaliser(run.graph_id)
+        writer = _BatchWriter(self.log, run, FencingToken(run.run_id, run.attempt))
+        try:
+            async with (
+                self.graphs.open(
+                    run.graph_id,
+                    config=config,
+                    checkpointer=saver,
+                    store=store,
+                    access_context="threads.create_run",
+                    context=context,
+                ) as graph,
+                asyncio.timeout(self.run_timeout),
+            ):
+                extra = _factories(self.graphs.stream_transformers(run.graph_id))
+                stream = await graph.astream_events(
+                    graph_in,
+                    config,
+                    version="v3",
+                    transformers=extra or None,
+                    context=context,
+                    interrupt_before=kwargs.get("interrupt_before"),
+                    interrupt_after=kwargs.get("interrupt_after"),
+                    durability=kwargs.get("durability") or "async",
+                    control=control,
+                )
+                async for event in stream:
+                    await check_lease()
+                    writer.put(normaliser.convert(event))
+        finally:
+            await writer.close()
+            if normaliser.root_interrupted:
+                self._root_interrupted.add(run.run_id)
+
+    async def ended(self, run: ClaimedRun, status: str, error: dict[str, str] | None) -> None:
+        """The root terminal, once the run's final status and the thread are committed."""
+        interrupted = run.run_id in self._root_interrupted
+        self._root_interrupted.discard(run.run_id)
+        if run.temporary and not is_protocol_run(run.kwargs):
+            return
+        if status == "rollback":  # the run went: its events go with it
+            async with self.engine.begin() as conn:
+                await conn.execute(
+                    queries.delete_for_run(tenant_id=run.tenant_id, run_id=run.run_id)
+                )
+            return
+        if status == "drained":
+            return  # it resumes elsewhere, under the same run id
+        if status == "success":
+            if interrupted:
+                return  # its terminal was the root `interrupted` after `input.requested`
+            async with reader(self.engine).connect() as conn:
+                thread_status = (
+                    await conn.execute(
+                        queries.thread_status(tenant_id=run.tenant_id, thread_id=run.thread_id)
+                    )
+                ).scalar()
+            event = "interrupted" if thread_status == "interrupted" else "completed"
+            data = {"event": event, "graph_name": run.graph_id}
+        elif status == "interrupted":
+            # cancelled: `failed` ends SDK waiters (official `interrupted` leaves them hanging)
+            data = {"event": "failed", "graph_name": run.graph_id, "error": CANCELLED_ERROR}
+        else:
+            message = (error or {}).get("message") or (error or {}).get("error") or status
+            data = {"event": "failed", "graph_name": run.graph_id, "error": message}
+        try:
+            await self._root(run, data, settled=True)
+        except Exception:
+            log.exception("logging a run's terminal failed", extra={"run_id": run.run_id})

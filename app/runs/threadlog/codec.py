@@ -1,0 +1,24 @@
+"""The one place thread-log payloads are encoded for storage and decoded for delivery.
+
+Stored payloads are compact JSON text, sealed with the at-rest key when one is configured
+(app/db/sealed.py, the envelope of every stored copy of state): every write goes through
+`encode_payload`, every read through `decode_payload`. The column stays plain Text because the
+fenced append is an INSERT ... SELECT whose values are not typed by the column.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.db.sealed import open_text, seal_text
+from app.graphs.jsonable import dumps
+
+
+def encode_payload(data: Any) -> str:
+    """A channel's `data` as stored in `thread_events.data`."""
+    return seal_text(dumps(data))
+
+
+def decode_payload(stored: str) -> str:
+    """The stored payload back as compact JSON text (sent as is, never re-parsed)."""
+    return open_text(stored)

@@ -1,0 +1,146 @@
+"""SQL of the per-thread event log (`thread_events`).
+
+Appends are fenced: each row is `INSERT ... SELECT ... WHERE <fence>`, so a run attempt that
+no longer owns its run inserts nothing in the very statement that would have written. The
+seq of a batch is the thread's `max(seq)` read in the same statement plus the row's
+position; two writers racing for the same seq collide on the primary key and the loser
+retries (app/runs/threadlog/log.py), so a committed seq is never below an uncommitted one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Delete,
+    Insert,
+    Integer,
+    Select,
+    String,
+    and_,
+    cast,
+    delete,
+    exists,
+    func,
+    insert,
+    literal,
+    select,
+    union_all,
+)
+
+from app.db.tables import runs, thread_events, threads
+from app.runs.fencing import FencingToken, still_owned
+
+TE = thread_events
+# statuses after which a run's attempt may still append its root terminal lifecycle
+SETTLED_STATUSES = ("success", "error", "timeout", "interrupted")
+
+_COLUMNS = (
+    "thread_id",
+    "seq",
+    "tenant_id",
+    "event_id",
+    "run_id",
+    "attempt",
+    "method",
+    "namespace",
+    "data",
+    "created_at",
+)
+
+
+def settled_by(token: FencingToken) -> ColumnElement[bool]:
+    """`EXISTS`: this attempt is the one that settled the run (its terminal may follow)."""
+    return exists(
+        select(runs.c.run_id).where(
+            runs.c.run_id == token.run_id,
+            runs.c.attempt == token.attempt,
+            runs.c.status.in_(SETTLED_STATUSES),
+        )
+    )
+
+
+def append_events(
+    *,
+    tenant_id: str,
+    thread_id: str,
+    token: FencingToken,
+    rows: Sequence[tuple[str, str, str]],
+    now: datetime,
+    settled: bool = False,
+) -> Insert:
+    """Append `(method, namespace_json, data)` rows after the thread's last seq, only while
+    `token` owns its run (or, `settled`, is the attempt that settled it)."""
+    fence = settled_by(token) if settled else still_owned(token)
+    base = (
+        select(func.coalesce(func.max(TE.c.seq), 0))
+        .where(TE.c.thread_id == thread_id)
+        .scalar_subquery()
+    )
+    selects: list[Select[Any]] = []
+    for offset, (method, namespace, data) in enumerate(rows, start=1):
+        seq = (base + literal(offset, BigInteger)).label("seq")
+        selects.append(
+            select(
+                literal(thread_id, String).label("thread_id"),
+                seq,
+                literal(tenant_id, String).label("tenant_id"),
+                cast(base + literal(offset, BigInteger), String).label("event_id"),
+                literal(token.run_id, String).label("run_id"),
+                literal(token.attempt, Integer).label("attempt"),
+                literal(method, String).label("method"),
+                literal(namespace, String).label("namespace"),
+                literal(data, String).label("data"),
+                literal(now, TE.c.created_at.type).label("created_at"),
+            ).where(fence)
+        )
+    source = selects[0] if len(selects) == 1 else union_all(*selects)
+    return insert(TE).from_select(list(_COLUMNS), source)
+
+
+def read_after(*, tenant_id: str, thread_id: str, since: int, limit: int) -> Select[Any]:
+    """The caller's events of the thread with `seq > since`, oldest first."""
+    return (
+        select(TE.c.seq, TE.c.event_id, TE.c.method, TE.c.namespace, TE.c.data, TE.c.created_at)
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id, TE.c.seq > since)
+        .order_by(TE.c.seq)
+        .limit(limit)
+    )
+
+
+def oldest_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
+    """The lowest retained seq of the caller's thread (None when empty)."""
+    return select(func.min(TE.c.seq)).where(
+        TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id
+    )
+
+
+def last_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
+    return select(func.max(TE.c.seq)).where(
+        TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id
+    )
+
+
+def delete_for_threads(*, tenant_id: str, thread_ids: Sequence[str]) -> Delete:
+    """The log goes with its threads (delete, prune, TTL)."""
+    return delete(TE).where(TE.c.tenant_id == tenant_id, TE.c.thread_id.in_(list(thread_ids)))
+
+
+def delete_for_run(*, tenant_id: str, run_id: str) -> Delete:
+    """A rolled-back run's events go with the run."""
+    return delete(TE).where(and_(TE.c.tenant_id == tenant_id, TE.c.run_id == run_id))
+
+
+def run_has_events(*, tenant_id: str, run_id: str) -> Select[Any]:
+    """Did an earlier attempt of the run log anything (its root `running` is there)?"""
+    return select(TE.c.seq).where(TE.c.tenant_id == tenant_id, TE.c.run_id == run_id).limit(1)
+
+
+def thread_status(*, tenant_id: str, thread_id: str) -> Select[Any]:
+    return select(threads.c.status).where(
+        threads.c.tenant_id == tenant_id, threads.c.thread_id == thread_id
+    )

@@ -1,0 +1,144 @@
+"""Thread-stream protocol figures for graphkeep (graphkeep only; the official side by side of
+bench/thread_stream_bench.py is not wired for the protocol yet).
+
+- run.start -> first `values` event on an already open SSE stream (p50 / p90, ms);
+- `messages` events per second through one subscription (the example `agent` graph echoes a
+  long input token by token);
+- replay of the thread's whole log with `since=0` (>= 10,000 events), ms.
+
+    python -m bench.thread_protocol_bench [--database-url URL] [--rounds 20] [--words 6000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+import httpx
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _stream(
+    http: httpx.AsyncClient, tid: str, body: dict[str, Any], sink: asyncio.Queue[Any]
+) -> None:
+    async with http.stream("POST", f"/threads/{tid}/stream/events", json=body) as r:
+        async for line in r.aiter_lines():
+            if line.startswith("data: "):
+                await sink.put((time.perf_counter(), json.loads(line[6:])))
+
+
+async def _command(http: httpx.AsyncClient, tid: str, params: dict[str, Any]) -> None:
+    r = await http.post(
+        f"/threads/{tid}/commands", json={"id": 1, "method": "run.start", "params": params}
+    )
+    assert r.json()["type"] == "success", r.text
+
+
+async def bench(url: str, rounds: int, words: int) -> dict[str, float]:
+    out: dict[str, float] = {}
+    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        firsts = []
+        for _ in range(rounds):
+            tid, q = str(uuid.uuid4()), asyncio.Queue()
+            task = asyncio.create_task(_stream(http, tid, {"channels": ["values"]}, q))
+            await asyncio.sleep(0.05)
+            t0 = time.perf_counter()
+            await _command(
+                http,
+                tid,
+                {
+                    "assistant_id": "agent",
+                    "input": {"messages": [{"role": "user", "content": "hi"}]},
+                },
+            )
+            at, _ = await asyncio.wait_for(q.get(), 10)
+            firsts.append((at - t0) * 1000)
+            task.cancel()
+        firsts.sort()
+        out["run_start_first_values_p50_ms"] = statistics.median(firsts)
+        out["run_start_first_values_p90_ms"] = firsts[int(len(firsts) * 0.9) - 1]
+        tid, q = str(uuid.uuid4()), asyncio.Queue()
+        task = asyncio.create_task(_stream(http, tid, {"channels": ["messages", "lifecycle"]}, q))
+        await asyncio.sleep(0.05)
+        text = " ".join(f"w{i}" for i in range(words))
+        await _command(
+            http,
+            tid,
+            {"assistant_id": "agent", "input": {"messages": [{"role": "user", "content": text}]}},
+        )
+        count, first, last = 0, None, 0.0
+        while True:
+            at, ev = await asyncio.wait_for(q.get(), 60)
+            if ev["method"] == "messages":
+                count += 1
+                first = first or at
+                last = at
+            elif ev["params"]["data"].get("event") == "completed":
+                break
+        task.cancel()
+        out["messages_events"] = count
+        out["messages_per_second"] = count / (last - first) if first and last > first else 0.0
+        t0 = time.perf_counter()
+        q2: asyncio.Queue[Any] = asyncio.Queue()
+        task = asyncio.create_task(
+            _stream(http, tid, {"channels": ["messages", "lifecycle"], "since": 0}, q2)
+        )
+        seen = 0
+        while seen < count + 2:
+            await asyncio.wait_for(q2.get(), 60)
+            seen += 1
+        out["replay_events"] = seen
+        out["replay_ms"] = (time.perf_counter() - t0) * 1000
+        task.cancel()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--database-url", default="")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--words", type=int, default=6000)
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="gk-proto-bench-")
+    port = _port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")}
+    env["GRAPHKEEP_DATABASE_URL"] = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
+    env["GRAPHKEEP_LOG_LEVEL"] = "WARNING"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        print(json.dumps(asyncio.run(bench(url, args.rounds, args.words)), indent=2))
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""The thread-stream protocol (`client.threads.stream`, docs thread-stream-protocol.md) against
+a live `graphkeep serve` (JWT auth, so tenants are real) on SQLite and PostgreSQL: the official
+SDK's values / interrupt / respond / output, token events, classic runs' root lifecycle on the
+same log, `since` replay identical across connections and after a server restart, tenant
+isolation, and clean protocol errors for bad input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+
+from tests.authkit import AUDIENCE, HS_SECRET, ISSUER, bearer, claims, hs_token
+from tests.conftest import drop_pg_database
+from tests.e2e.runs_fixtures import fresh_database
+from tests.e2e.runs_server import serve
+
+pytestmark = pytest.mark.e2e
+
+AUTH_ENV = {
+    "GRAPHKEEP_AUTH": "jwt",
+    "GRAPHKEEP_JWT_SECRET": HS_SECRET,
+    "GRAPHKEEP_JWT_ISSUER": ISSUER,
+    "GRAPHKEEP_JWT_AUDIENCE": AUDIENCE,
+}
+ALL = ["values", "updates", "messages", "tools", "custom", "lifecycle", "input"]
+
+
+@dataclass
+class Live:
+    url: str
+    db_url: str
+    tmp: Any
+    stack: ExitStack
+
+    def headers(self, tenant: str = "tp-a") -> dict[str, str]:
+        return bearer(hs_token(claims(tenant=tenant, sub=f"{tenant}-user", ttl=3600)))
+
+    def client(self, tenant: str = "tp-a") -> LangGraphClient:
+        return get_client(url=self.url, api_key=None, headers=self.headers(tenant))
+
+
+@pytest.fixture(
+    scope="module",
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+)
+def live(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Live]:
+    dialect = str(request.param)
+    tmp = tmp_path_factory.mktemp(f"thread_protocol_{dialect}")
+    db_url = fresh_database(dialect, tmp)
+    try:
+        with ExitStack() as stack:
+            proc = stack.enter_context(serve(db_url, tmp, workers=2, env=AUTH_ENV))
+            assert proc.url is not None
+            yield Live(proc.url, db_url, tmp, stack)
+    finally:
+        if dialect == "postgres":
+            drop_pg_database(db_url)
+
+
+async def _events(
+    url: str,
+    headers: dict[str, str],
+    thread_id: str,
+    body: dict[str, Any],
+    *,
+    until: Any,
+    timeout: float = 15,
+) -> list[dict[str, Any]]:
+    """Events of one SSE connection until `until(events)` holds (or timeout: what came)."""
+    got: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        async with (
+            httpx.AsyncClient(timeout=30) as http,
+            http.stream(
+                "POST", f"{url}/threads/{thread_id}/stream/events", json=body, headers=headers
+            ) as response,
+        ):
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    got.append(json.loads(line[6:]))
+                    if until(got):
+                        return
+
+    try:
+        await asyncio.wait_for(read(), timeout)
+    except TimeoutError:
+        pass
+    return got
+
+
+def _root(events: list[dict[str, Any]], name: str) -> bool:
+    return any(
+        e["method"] == "lifecycle"
+        and not e["params"]["namespace"]
+        and e["params"]["data"]["event"] == name
+        for e in events
+    )
+
+
+async def _command(live: Live, thread_id: str, body: Any, tenant: str = "tp-a") -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(
+            f"{live.url}/threads/{thread_id}/commands", json=body, headers=live.headers(tenant)
+        )
+
+
+async def test_sdk_values_interrupt_respond_output(live: Live) -> None:
+    client = live.client()
+    async with client.threads.stream(assistant_id="asker") as thread:
+        started = await thread.run.start(input={"question": "ship it?"})
+        assert uuid.UUID(started["run_id"])
+        snaps = [snap async for snap in thread.values]
+        assert {"question": "ship it?"} in snaps
+        assert thread.interrupted
+        [pending] = thread.interrupts
+        assert pending["value"] == {"question": "ship it?"}
+        await thread.run.respond("yes")
+        out = await asyncio.wait_for(thread.output, 15)
+    assert out == {"question": "ship it?", "answer": "yes!"}
+    # both runs are ordinary runs of the thread
+    runs = await client.runs.list(thread.thread_id)
+    assert sorted(r["status"] for r in runs) == ["success", "success"]
+
+
+async def test_log_replays_identically_with_since(live: Live) -> None:
+    client = live.client()
+    async with client.threads.stream(assistant_id="chat") as thread:
+        await thread.run.start(input={"messages": [{"role": "user", "content": "hi there"}]})
+        out = await asyncio.wait_for(thread.output, 15)
+        tid = thread.thread_id
+    assert "echo hi there" in json.dumps(out["messages"][-1]["content"])
+    h = live.headers()
+    first = await _events(
+        live.url, h, tid, {"channels": ALL}, until=lambda e: _root(e, "completed")
+    )
+    again = await _events(
+        live.url, h, tid, {"channels": ALL}, until=lambda e: _root(e, "completed")
+    )
+    assert first == again
+    seqs = [e["seq"] for e in first]
+    assert seqs == sorted(set(seqs)) and len({e["event_id"] for e in first}) == len(first)
+    assert first[0]["params"]["data"] == {"event": "running", "graph_name": "chat"}
+    deltas = [
+        e["params"]["data"]["delta"]["text"]
+        for e in first
+        if e["method"] == "messages" and e["params"]["data"]["event"] == "content-block-delta"
+    ]
+    assert "".join(deltas) == "echo hi there"
+    # resuming from a cursor gives exactly the rest
+    cut = seqs[3]
+    rest = await _events(
+        live.url, h, tid, {"channels": ALL, "since": cut}, until=lambda e: _root(e, "completed")
+    )
+    assert rest == [e for e in first if e["seq"] > cut]
+    # a channel filter keeps seq and event_id
+    lifecycle = await _events(
+        live.url, h, tid, {"channels": ["lifecycle"]}, until=lambda e: _root(e, "completed")
+    )
+    assert lifecycle == [e for e in first if e["method"] == "lifecycle"]
+
+
+async def test_classic_run_appears_with_root_lifecycle(live: Live) -> None:
+    client = live.client()
+    thread = await client.threads.create()
+    tid = thread["thread_id"]
+    await client.runs.wait(tid, "echo", input={"text": "classic"})
+    got = await _events(
+        live.url, live.headers(), tid, {"channels": ["lifecycle"]}, until=lambda e: len(e) >= 2
+    )
+    assert [e["params"]["data"]["event"] for e in got] == ["running", "completed"]
+
+
+async def test_failed_run_ends_with_failed_lifecycle(live: Live) -> None:
+    tid = str(uuid.uuid4())
+    r = await _command(
+        live,
+        tid,
+        {"id": 1, "method": "run.start", "params": {"assistant_id": "failing", "input": {}}},
+    )
+    assert r.status_code == 200 and r.json()["type"] == "success", r.text
+    got = await _events(
+        live.url,
+        live.headers(),
+        tid,
+        {"channels": ["lifecycle"]},
+        until=lambda e: _root(e, "failed"),
+    )
+    assert got[-1]["params"]["data"]["event"] == "failed"
+    assert got[-1]["params"]["data"]["error"]
+
+
+async def test_other_tenant_sees_nothing(live: Live) -> None:
+    tid = str(uuid.uuid4())
+    r = await _command(
+        live,
+        tid,
+        {
+            "id": 1,
+            "method": "run.start",
+            "params": {"assistant_id": "echo", "input": {"text": "x"}},
+        },
+    )
+    assert r.json()["type"] == "success"
+    mine = await _events(
+        live.url,
+        live.headers(),
+        tid,
+        {"channels": ["lifecycle"]},
+        until=lambda e: _root(e, "completed"),
+    )
+    assert _root(mine, "completed")
+    theirs = await _events(
+        live.url, live.headers("tp-b"), tid, {"channels": ALL}, until=lambda e: bool(e), timeout=2
+    )
+    assert theirs == []
+    answer = (
+        await _command(
+            live,
+            tid,
+            {"id": 7, "method": "input.respond", "params": {"interrupt_id": "x", "response": 1}},
+            tenant="tp-b",
+        )
+    ).json()
+    assert answer["id"] == 7 and answer["type"] == "error" and answer["error"] == "no_such_run"
+    start = (
+        await _command(
+            live,
+            tid,
+            {"id": 8, "method": "run.start", "params": {"assistant_id": "echo"}},
+            tenant="tp-b",
+        )
+    ).json()
+    assert start["type"] == "error" and start["error"] == "unknown_error"
+
+
+async def test_bad_input_is_a_clean_protocol_error(live: Live) -> None:
+    tid = str(uuid.uuid4())
+    h = live.headers()
+    async with httpx.AsyncClient(base_url=live.url, headers=h, timeout=10) as http:
+        r = await http.post(f"/threads/{tid}/commands", content=b"{nope")
+        assert r.status_code == 400 and r.json() == {"detail": "Invalid JSON body"}
+        r = await http.post(f"/threads/{tid}/commands", json={"id": "1", "method": "run.start"})
+        assert r.status_code == 400 and r.json()["error"] == "invalid_argument"
+        r = await http.post(f"/threads/{tid}/commands", json={"id": 1, "method": 5})
+        assert r.status_code == 400 and r.json()["id"] == 1
+        r = await http.post(f"/threads/{tid}/commands", json={"id": 2, "method": "state.get"})
+        assert r.status_code == 200 and r.json()["error"] == "unknown_command"
+        r = await http.post(
+            f"/threads/{tid}/commands", json={"id": 3, "method": "run.start", "params": {}}
+        )
+        assert r.json()["error"] == "invalid_argument"
+        r = await http.post(f"/threads/{tid}/commands", json={"id": 4, "method": "agent.getTree"})
+        assert r.json()["error"] == "no_such_run"
+        r = await http.post("/threads/not-a-uuid/commands", json={"id": 5, "method": "run.start"})
+        assert r.status_code == 422
+        r = await http.post(f"/threads/{tid}/stream/events", json={"channels": ["debug"]})
+        assert r.status_code == 400 and "detail" in r.json()
+        r = await http.post(f"/threads/{tid}/stream/events", json={"channels": []})
+        assert r.status_code == 400
+        r = await http.post(f"/threads/{tid}/stream/events", content=b"[")
+        assert r.status_code == 400
+        r = await http.post("/threads/nope/stream/events", json={"channels": ["values"]})
+        assert r.status_code == 422
+        r = await http.post(
+            f"/threads/{tid}/commands",
+            content=b'{"id":1,"method":"run.start","params":{"x":"' + b"a" * (2 << 20) + b'"}}',
+        )
+        assert r.status_code in (400, 413)
+
+
+async def test_replay_from_another_server_process(live: Live) -> None:
+    """The log is in the database: a second process (a restart, another replica) replays the
+    same events with the same seq and event_id, and live events it did not produce."""
+    tid = str(uuid.uuid4())
+    start = {
+        "id": 1,
+        "method": "run.start",
+        "params": {"assistant_id": "echo", "input": {"text": "a"}},
+    }
+    assert (await _command(live, tid, start)).json()["type"] == "success"
+    h = live.headers()
+    here = await _events(live.url, h, tid, {"channels": ALL}, until=lambda e: _root(e, "completed"))
+    with serve(live.db_url, live.tmp, workers=0, env=AUTH_ENV, name="replica") as other:
+        assert other.url is not None
+        there = await _events(
+            other.url, h, tid, {"channels": ALL}, until=lambda e: _root(e, "completed")
+        )
+        assert there == here
+        # a run executed by the first process reaches a stream held on the second
+        waiting = asyncio.create_task(
+            _events(
+                other.url,
+                h,
+                tid,
+                {"channels": ["lifecycle"], "since": here[-1]["seq"]},
+                until=lambda e: _root(e, "completed"),
+            )
+        )
+        await asyncio.sleep(0.5)
+        assert (await _command(live, tid, {**start, "id": 2})).json()["type"] == "success"
+        later = await waiting
+    assert [e["params"]["data"]["event"] for e in later] == ["running", "completed"]
+    assert later[0]["seq"] > here[-1]["seq"]
+
+
+async def test_websocket_transport(live: Live) -> None:
+    """The SDK over WebSocket (its upgrade carries only the `headers=` passed to stream())."""
+    client = live.client()
+    async with client.threads.stream(
+        assistant_id="asker", transport="websocket", headers=live.headers()
+    ) as thread:
+        await thread.run.start(input={"question": "ws?"})
+        snaps = [snap async for snap in thread.values]
+        assert {"question": "ws?"} in snaps and thread.interrupted
+        await thread.run.respond("sure")
+        out = await asyncio.wait_for(thread.output, 15)
+    assert out == {"question": "ws?", "answer": "sure!"}
+
+
+async def test_websocket_bad_frames_and_gap(live: Live) -> None:
+    import websockets
+
+    tid = str(uuid.uuid4())
+    url = live.url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+    async with websockets.connect(url, additional_headers=live.headers()) as ws:
+        await ws.send("{not json")
+        bad = json.loads(await ws.recv())
+        assert bad["type"] == "error" and bad["id"] is None and bad["error"] == "invalid_argument"
+        await ws.send(
+            json.dumps(
+                {"id": 1, "method": "subscription.subscribe", "params": {"channels": ["debug"]}}
+            )
+        )
+        assert json.loads(await ws.recv())["error"] == "invalid_argument"
+        await ws.send(
+            json.dumps(
+                {"id": 2, "method": "subscription.unsubscribe", "params": {"subscription_id": "x"}}
+            )
+        )
+        assert json.loads(await ws.recv())["error"] == "no_such_subscription"
+        await ws.send(
+            json.dumps(
+                {"id": 3, "method": "subscription.subscribe", "params": {"channels": ["lifecycle"]}}
+            )
+        )
+        ok = json.loads(await ws.recv())
+        assert ok["type"] == "success" and ok["id"] == 3 and ok["result"]["subscription_id"]
+        start = {
+            "id": 4,
+            "method": "run.start",
+            "params": {"assistant_id": "echo", "input": {"text": "w"}},
+        }
+        await ws.send(json.dumps(start))
+        frames = [json.loads(await asyncio.wait_for(ws.recv(), 15)) for _ in range(3)]
+        assert [f.get("type") for f in frames].count("success") == 1
+        events = [f["params"]["data"]["event"] for f in frames if f.get("type") == "event"]
+        assert events == ["running", "completed"]
+    async with websockets.connect(
+        url.replace(tid, "not-a-uuid"), additional_headers=live.headers()
+    ) as ws:
+        with pytest.raises(websockets.ConnectionClosed) as closed:
+            await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4422

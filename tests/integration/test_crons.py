@@ -1,0 +1,392 @@
+"""Crons through the real app and the real scheduler on both dialects: the API and its bad
+inputs, firings made due by backdating next_run_date, the time semantics, thread storage."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.config import Settings
+from app.crons.scheduler import CronScheduler
+from app.db.tables import crons, runs
+from app.db.types import utcnow
+from app.main import create_app
+from tests.conftest import truncate_all
+
+GRAPHS = Path(__file__).resolve().parents[1] / "graphs" / "langgraph.json"
+
+
+@pytest.fixture
+async def app_and_client(db_url: str) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    # workers=1 starts the scheduler; the tests tick their own scheduler too (same rows:
+    # whichever claims first fires, the other skips: that is the property under test)
+    settings = Settings(
+        database_url=db_url,
+        config_file=GRAPHS,
+        workers=1,
+        log_level="WARNING",
+        cron_poll_seconds=0.1,
+    )
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=30) as c:
+            try:
+                yield app, c
+            finally:
+                await truncate_all(app.state.graphkeep.engine)
+
+
+def _engine(app: Any) -> AsyncEngine:
+    engine: AsyncEngine = app.state.graphkeep.engine
+    return engine
+
+
+async def _backdate(engine: AsyncEngine, cron_id: str, seconds: float) -> None:
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(crons)
+            .where(crons.c.cron_id == cron_id)
+            .values(next_run_date=utcnow() - timedelta(seconds=seconds))
+        )
+
+
+async def _cron_runs(engine: AsyncEngine, cron_id: str) -> int:
+    async with engine.connect() as conn:
+        rows = (await conn.execute(select(runs.c.metadata))).all()
+    return sum(1 for (m,) in rows if (m or {}).get("cron_id") == cron_id)
+
+
+async def _row(engine: AsyncEngine, cron_id: str) -> Any:
+    async with engine.connect() as conn:
+        return (await conn.execute(select(crons).where(crons.c.cron_id == cron_id))).one()
+
+
+async def _wait_runs(engine: AsyncEngine, cron_id: str, n: int, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await _cron_runs(engine, cron_id) < n:
+        assert asyncio.get_running_loop().time() < deadline, "cron did not fire"
+        await asyncio.sleep(0.05)
+
+
+async def test_crud_search_count_select(app_and_client: Any) -> None:
+    _, c = app_and_client
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    r = await c.post(
+        "/runs/crons",
+        json={
+            "assistant_id": "steps",
+            "schedule": "0 9 * * 1",
+            "timezone": "Europe/Paris",
+            "input": {"tag": "x"},
+            "metadata": {"team": "a"},
+            "user_id": "spoofed",
+        },
+    )
+    assert r.status_code == 200, r.text
+    cron = r.json()
+    assert cron["thread_id"] is None and cron["on_run_completed"] == "delete"
+    assert cron["enabled"] is True and cron["timezone"] == "Europe/Paris"
+    assert cron["user_id"] != "spoofed"  # the creator's identity, not the body's
+    assert cron["payload"]["input"] == {"tag": "x"}
+    nxt = datetime.fromisoformat(cron["next_run_date"])
+    assert nxt.weekday() in (0, 6) and nxt > utcnow()  # Monday 09:00 Paris (08:00/07:00 UTC)
+    r = await c.post(
+        f"/threads/{thread}/runs/crons",
+        json={"assistant_id": "steps", "schedule": "*/5 * * * *", "multitask_strategy": "enqueue"},
+    )
+    assert r.status_code == 200, r.text
+    on_thread = r.json()
+    assert (
+        on_thread["thread_id"] == thread and on_thread["payload"]["multitask_strategy"] == "enqueue"
+    )
+    got = await c.get(f"/runs/crons/{cron['cron_id']}")
+    assert got.status_code == 200 and got.json() == cron
+    r = await c.post(
+        "/runs/crons/search", json={"limit": 1, "sort_by": "created_at", "sort_order": "asc"}
+    )
+    assert [x["cron_id"] for x in r.json()] == [cron["cron_id"]]
+    assert r.headers["x-pagination-next"] == "1"
+    r = await c.post(
+        "/runs/crons/search", json={"thread_id": thread, "select": ["cron_id", "schedule"]}
+    )
+    assert r.json() == [{"cron_id": on_thread["cron_id"], "schedule": "*/5 * * * *"}]
+    r = await c.post("/runs/crons/search", json={"metadata": {"team": "a"}})
+    assert [x["cron_id"] for x in r.json()] == [cron["cron_id"]]
+    assert (await c.post("/runs/crons/search", json={"select": ["nope"]})).status_code == 422
+    assert (await c.post("/runs/crons/count", json={})).json() == 2
+    assert (await c.post("/runs/crons/count", json={"thread_id": thread})).json() == 1
+    # PATCH: a new schedule recomputes next_run_date; end_time null clears it
+    end = (utcnow() + timedelta(days=30)).isoformat()
+    r = await c.patch(
+        f"/runs/crons/{cron['cron_id']}", json={"schedule": "30 * * * *", "end_time": end}
+    )
+    assert r.status_code == 200, r.text
+    patched = r.json()
+    assert datetime.fromisoformat(patched["next_run_date"]).minute in (0, 30)  # Paris: :30 local
+    assert patched["end_time"] is not None and patched["payload"]["input"] == {"tag": "x"}
+    r = await c.patch(f"/runs/crons/{cron['cron_id']}", json={"end_time": None})
+    assert r.json()["end_time"] is None
+    assert (await c.patch(f"/runs/crons/{cron['cron_id']}", json={})).status_code == 400
+    assert (await c.delete(f"/runs/crons/{cron['cron_id']}")).status_code == 204
+    assert (await c.get(f"/runs/crons/{cron['cron_id']}")).status_code == 404
+    assert (await c.delete(f"/runs/crons/{cron['cron_id']}")).status_code == 404
+    info = (await c.get("/info")).json()
+    assert info["flags"]["crons"] is True
+
+
+async def test_bad_inputs_write_nothing(app_and_client: Any) -> None:
+    _, c = app_and_client
+    past = (utcnow() - timedelta(minutes=1)).isoformat()
+    soon = (utcnow() + timedelta(minutes=1)).isoformat()
+    missing = "00000000-0000-4000-8000-000000000001"
+    cases = [
+        ("/runs/crons", {"assistant_id": "steps", "schedule": "every day"}, 422),
+        ("/runs/crons", {"assistant_id": "steps", "schedule": "*/5 * * * * *"}, 422),
+        ("/runs/crons", {"assistant_id": "steps", "schedule": "0 0 30 2 *"}, 422),
+        ("/runs/crons", {"assistant_id": "steps", "schedule": "61 * * * *"}, 422),
+        (
+            "/runs/crons",
+            {"assistant_id": "steps", "schedule": "* * * * *", "timezone": "Mars/X"},
+            422,
+        ),
+        ("/runs/crons", {"assistant_id": "steps", "schedule": "* * * * *", "end_time": past}, 422),
+        # never fires before its end: next January 1st is after `soon`
+        ("/runs/crons", {"assistant_id": "steps", "schedule": "0 0 1 1 *", "end_time": soon}, 422),
+        ("/runs/crons", {"assistant_id": "nope", "schedule": "* * * * *"}, 404),
+        ("/runs/crons", {"assistant_id": missing, "schedule": "* * * * *"}, 404),
+        ("/runs/crons", {"schedule": "* * * * *"}, 422),
+        (
+            "/runs/crons",
+            {"assistant_id": "steps", "schedule": "* * * * *", "stream_mode": "bogus"},
+            422,
+        ),
+        (
+            f"/threads/{missing}/runs/crons",
+            {"assistant_id": "steps", "schedule": "*/5 * * * *"},
+            404,
+        ),
+        (
+            "/threads/not-a-uuid/runs/crons",
+            {"assistant_id": "steps", "schedule": "*/5 * * * *"},
+            422,
+        ),
+    ]
+    for path, body, status in cases:
+        r = await c.post(path, json=body)
+        assert r.status_code == status, (body, r.status_code, r.text)
+        assert "detail" in r.json()
+    assert (await c.post("/runs/crons/count", json={})).json() == 0
+    assert (await c.get("/runs/crons/not-a-uuid")).status_code == 422
+    assert (await c.get(f"/runs/crons/{missing}")).status_code == 404
+    assert (await c.post("/runs/crons/search", json={"limit": 0})).status_code == 422
+    assert (await c.post("/runs/crons/search", json={"sort_order": "up"})).status_code == 422
+
+
+async def test_missed_slots_fire_once_then_next_slot(app_and_client: Any) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    cron = (
+        await c.post(
+            f"/threads/{thread}/runs/crons",
+            json={"assistant_id": "steps", "schedule": "* * * * *", "input": {"tag": "m"}},
+        )
+    ).json()
+    await _backdate(engine, cron["cron_id"], 3600)  # an hour down: 60 slots missed
+    await _wait_runs(engine, cron["cron_id"], 1)
+    await asyncio.sleep(0.5)  # more ticks of the app's scheduler
+    assert await _cron_runs(engine, cron["cron_id"]) == 1
+    row = await _row(engine, cron["cron_id"])
+    assert row.next_run_date > utcnow() and row.status == "active"
+    listed = (await c.get(f"/threads/{thread}/runs")).json()
+    assert len(listed) == 1 and listed[0]["metadata"]["cron_id"] == cron["cron_id"]
+
+
+async def test_stateless_cron_new_thread_per_firing(app_and_client: Any) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    cron = (
+        await c.post(
+            "/runs/crons",
+            json={
+                "assistant_id": "steps",
+                "schedule": "* * * * *",
+                "input": {"tag": "s"},
+                "on_run_completed": "keep",
+            },
+        )
+    ).json()
+    threads_before = (await c.post("/threads/count", json={})).json()
+    await _backdate(engine, cron["cron_id"], 5)
+    await _wait_runs(engine, cron["cron_id"], 1)
+    await _backdate(engine, cron["cron_id"], 5)
+    await _wait_runs(engine, cron["cron_id"], 2)
+    async with engine.connect() as conn:
+        tids = {
+            t
+            for (t, m) in (await conn.execute(select(runs.c.thread_id, runs.c.metadata))).all()
+            if m.get("cron_id") == cron["cron_id"]
+        }
+    assert len(tids) == 2  # a thread per firing, kept (on_run_completed=keep)
+    assert (await c.post("/threads/count", json={})).json() == threads_before + 2
+
+
+async def test_two_schedulers_race_fire_each_once(app_and_client: Any, db_url: str) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    ids = []
+    for _ in range(20):
+        # kept: a deleted temporary thread takes its run row with it (nothing left to count)
+        body = {"assistant_id": "steps", "schedule": "* * * * *", "on_run_completed": "keep"}
+        r = await c.post("/runs/crons", json=body)
+        ids.append(r.json()["cron_id"])
+    r = await c.post(
+        f"/threads/{thread}/runs/crons", json={"assistant_id": "steps", "schedule": "* * * * *"}
+    )
+    ids.append(r.json()["cron_id"])
+    state = app.state.graphkeep
+    # a second scheduler on its own engine (own connections), racing the app's own
+    from app.db.engine import create_engine
+
+    other_engine = create_engine(db_url)
+    try:
+        other = CronScheduler(engine=other_engine, runs=state.runs, batch_size=5)
+        mine = CronScheduler(engine=engine, runs=state.runs, batch_size=5)
+        async with engine.begin() as conn:
+            await conn.execute(update(crons).values(next_run_date=utcnow() - timedelta(seconds=2)))
+        await asyncio.gather(*(s.tick() for s in (other, mine, other, mine, other, mine)))
+        for cron_id in ids:
+            await _wait_runs(engine, cron_id, 1)
+        await asyncio.sleep(0.3)
+        for cron_id in ids:
+            assert await _cron_runs(engine, cron_id) == 1
+    finally:
+        await other_engine.dispose()
+
+
+async def test_disable_reenable_skips_missed_slots(app_and_client: Any) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    cron = (
+        await c.post(
+            "/runs/crons", json={"assistant_id": "steps", "schedule": "* * * * *", "enabled": False}
+        )
+    ).json()
+    await _backdate(engine, cron["cron_id"], 600)
+    await asyncio.sleep(0.4)
+    assert await _cron_runs(engine, cron["cron_id"]) == 0  # disabled: not due
+    r = await c.patch(f"/runs/crons/{cron['cron_id']}", json={"enabled": True})
+    assert r.status_code == 200
+    assert datetime.fromisoformat(r.json()["next_run_date"]) > utcnow()
+    await asyncio.sleep(0.4)
+    assert await _cron_runs(engine, cron["cron_id"]) == 0  # the skipped slots do not fire
+
+
+async def test_deleted_thread_and_end_time_stop_the_cron(app_and_client: Any) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    on_thread = (
+        await c.post(
+            f"/threads/{thread}/runs/crons",
+            json={"assistant_id": "steps", "schedule": "*/5 * * * *"},
+        )
+    ).json()
+    assert (await c.delete(f"/threads/{thread}")).status_code == 204
+    await _backdate(engine, on_thread["cron_id"], 1)
+    deadline = asyncio.get_running_loop().time() + 10
+    while (await _row(engine, on_thread["cron_id"])).status != "thread_deleted":
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    row = await _row(engine, on_thread["cron_id"])
+    assert row.enabled is False and row.next_run_date is None
+    assert await _cron_runs(engine, on_thread["cron_id"]) == 0
+    # end_time: the scheduler's clock past the end -> the due time fires, nothing after it
+    end = utcnow() + timedelta(minutes=3)
+    ending = (
+        await c.post(
+            "/runs/crons",
+            json={
+                "assistant_id": "steps",
+                "schedule": "* * * * *",
+                "end_time": end.isoformat(),
+                "on_run_completed": "keep",
+            },
+        )
+    ).json()
+    state = app.state.graphkeep
+    late = CronScheduler(engine=engine, runs=state.runs, clock=lambda: end + timedelta(minutes=1))
+    async with engine.begin() as conn:  # due just before the end
+        await conn.execute(
+            update(crons)
+            .where(crons.c.cron_id == ending["cron_id"])
+            .values(next_run_date=end - timedelta(seconds=30))
+        )
+    await late.tick()
+    row = await _row(engine, ending["cron_id"])
+    assert row.status == "ended" and row.next_run_date is None
+    assert await _cron_runs(engine, ending["cron_id"]) == 1
+
+
+async def test_thread_storage_figures(app_and_client: Any) -> None:
+    _, c = app_and_client
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    empty = (await c.get(f"/threads/{thread}/storage")).json()
+    assert empty["checkpoints"] == {"count": 0, "bytes": 0} and empty["total_bytes"] == 0
+    r = await c.post(
+        f"/threads/{thread}/runs/wait", json={"assistant_id": "steps", "input": {"tag": "st"}}
+    )
+    assert r.status_code == 200
+    got = (await c.get(f"/threads/{thread}/storage")).json()
+    assert got["checkpoints"]["count"] >= 3 and got["checkpoints"]["bytes"] > 0
+    assert got["channel_values"]["count"] > 0 and got["channel_values"]["channels"]
+    assert got["total_bytes"] == sum(
+        got[k]["bytes"] for k in ("checkpoints", "channel_values", "writes", "events")
+    )
+    missing = "00000000-0000-4000-8000-000000000001"
+    assert (await c.get(f"/threads/{missing}/storage")).status_code == 404
+    assert (await c.get("/threads/nope/storage")).status_code == 422
+
+
+async def test_deleted_assistant_stops_and_busy_reject_skips(app_and_client: Any) -> None:
+    app, c = app_and_client
+    engine = _engine(app)
+    assistant = (await c.post("/assistants", json={"graph_id": "steps"})).json()
+    cron = (
+        await c.post(
+            "/runs/crons", json={"assistant_id": assistant["assistant_id"], "schedule": "* * * * *"}
+        )
+    ).json()
+    assert (await c.delete(f"/assistants/{assistant['assistant_id']}")).status_code == 204
+    state = app.state.graphkeep
+    ticker = CronScheduler(engine=engine, runs=state.runs)
+    await _backdate(engine, cron["cron_id"], 1)
+    await ticker.tick()
+    row = await _row(engine, cron["cron_id"])  # (or the app's scheduler got there first)
+    assert row.status == "assistant_deleted" and row.enabled is False
+    assert await _cron_runs(engine, cron["cron_id"]) == 0
+    # multitask_strategy=reject on a busy thread: that due time is skipped, the cron goes on
+    thread = (await c.post("/threads", json={})).json()["thread_id"]
+    busy = {"assistant_id": "steps", "input": {"tag": "b", "sleep": 1.5}}
+    assert (await c.post(f"/threads/{thread}/runs", json=busy)).status_code == 200
+    rejecting = (
+        await c.post(
+            f"/threads/{thread}/runs/crons",
+            json={"assistant_id": "steps", "schedule": "* * * * *", "multitask_strategy": "reject"},
+        )
+    ).json()
+    await _backdate(engine, rejecting["cron_id"], 1)
+    await ticker.tick()
+    row = await _row(engine, rejecting["cron_id"])
+    assert row.status == "active" and row.next_run_date > utcnow()
+    assert await _cron_runs(engine, rejecting["cron_id"]) == 0

@@ -1,0 +1,87 @@
+"""The thread log's appends are fenced (app/runs/fencing.py) on both dialects: a run attempt
+that no longer owns its run appends nothing, in the same statement; seqs are per thread and
+dense; a settled attempt may append only its own terminal."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.tables import runs, thread_events, threads
+from app.db.types import utcnow
+from app.runs.events import EventHub
+from app.runs.fencing import AttemptSuperseded, FencingToken
+from app.runs.threadlog.log import ThreadLog
+
+
+async def _run(engine: AsyncEngine, *, attempt: int, status: str) -> tuple[str, str]:
+    thread_id, run_id, now = str(uuid.uuid4()), str(uuid.uuid4()), utcnow()
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(threads).values(
+                thread_id=thread_id,
+                tenant_id="t1",
+                status="busy",
+                metadata={},
+                config={},
+                interrupts={},
+                created_at=now,
+                updated_at=now,
+                state_updated_at=now,
+            )
+        )
+        await conn.execute(
+            insert(runs).values(
+                run_id=run_id,
+                tenant_id="t1",
+                thread_id=thread_id,
+                assistant_id=run_id,
+                graph_id="g",
+                status=status,
+                metadata={},
+                kwargs={},
+                multitask_strategy="enqueue",
+                created_at=now,
+                updated_at=now,
+                available_at=now,
+                attempt=attempt,
+            )
+        )
+    return thread_id, run_id
+
+
+async def _seqs(engine: AsyncEngine, thread_id: str) -> list[int]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(thread_events.c.seq).where(thread_events.c.thread_id == thread_id)
+        )
+        return sorted(int(r.seq) for r in rows)
+
+
+async def test_only_the_owning_attempt_appends(engine: AsyncEngine) -> None:
+    thread_id, run_id = await _run(engine, attempt=2, status="running")
+    log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
+    owner, stale = FencingToken(run_id, 2), FencingToken(run_id, 1)
+    event = ("values", [], {"x": 1})
+    await log.append(tenant_id="t1", thread_id=thread_id, token=owner, events=[event, event])
+    with pytest.raises(AttemptSuperseded):
+        await log.append(tenant_id="t1", thread_id=thread_id, token=stale, events=[event])
+    assert await _seqs(engine, thread_id) == [1, 2]
+    # settled: the running fence refuses, the settled fence lets this attempt's terminal in
+    async with engine.begin() as conn:
+        await conn.execute(update(runs).where(runs.c.run_id == run_id).values(status="success"))
+    with pytest.raises(AttemptSuperseded):
+        await log.append(tenant_id="t1", thread_id=thread_id, token=owner, events=[event])
+    with pytest.raises(AttemptSuperseded):
+        await log.append(
+            tenant_id="t1", thread_id=thread_id, token=stale, events=[event], settled=True
+        )
+    await log.append(tenant_id="t1", thread_id=thread_id, token=owner, events=[event], settled=True)
+    assert await _seqs(engine, thread_id) == [1, 2, 3]
+    got = await log.read_after(tenant_id="t1", thread_id=thread_id, since=1)
+    assert [e.event_id for e in got] == ["2", "3"]
+    # another tenant reads nothing of it
+    assert await log.read_after(tenant_id="t2", thread_id=thread_id, since=0) == []

@@ -1,0 +1,87 @@
+"""langgraph.json asking for security graphkeep does not implement stops start-up (issue 14)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.graphs.config import UNHONOURED_SECURITY_KEYS, GraphConfigError, read_config
+
+GRAPHS = {"g": "./g.py:graph"}
+
+
+def _write(tmp_path: Path, extra: dict[str, Any]) -> Path:
+    path = tmp_path / "langgraph.json"
+    path.write_text(json.dumps({"graphs": GRAPHS, **extra}))
+    return path
+
+
+def _nested(dotted: str, value: Any) -> dict[str, Any]:
+    head, _, rest = dotted.partition(".")
+    return {head: _nested(rest, value) if rest else value}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"auth": {"path": "./auth.py:auth"}},
+        {"auth": {"disable_studio_auth": True}},
+        {"encryption": {"path": "./enc.py:encryption"}},
+        {"http": {"app": "./app.py:app", "enable_custom_route_auth": True}},
+        {"http": {"disable_store": True}},
+        {"webhooks": {"url": {"require_https": True, "allowed_domains": ["a.example"]}}},
+        {"checkpointer": {"serde": {"pickle_fallback": False}}},
+    ],
+)
+def test_unhonoured_security_key_stops_start_up_naming_it(tmp_path: Path, extra: Any) -> None:
+    with pytest.raises(GraphConfigError) as info:
+        read_config(_write(tmp_path, extra))
+    message = info.value.detail
+    assert "\n" not in message and "does not implement" in message
+    first = next(d for d, _ in UNHONOURED_SECURITY_KEYS if _has(extra, d))
+    assert f"`{first}`" in message
+
+
+def _has(data: Any, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return data not in (None, False, {}, [], "")
+
+
+@pytest.mark.parametrize("dotted", [d for d, _ in UNHONOURED_SECURITY_KEYS])
+def test_every_listed_key_is_refused(tmp_path: Path, dotted: str) -> None:
+    with pytest.raises(GraphConfigError, match=f"`{dotted}`"):
+        read_config(_write(tmp_path, _nested(dotted, {"x": 1})))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"auth": None},
+        {"auth": {}},
+        {"http": {"disable_store": False, "cors": {"allow_origins": ["*"]}}},
+        {"webhooks": {"env_prefix": "LG_WEBHOOK_"}},
+        {"checkpointer": {"ttl": {"default_ttl": 60}}},
+        {"store": {"ttl": {"default_ttl": 5}}},
+        {"python_version": "3.11", "dockerfile_lines": []},
+    ],
+)
+def test_absent_or_empty_security_keys_are_fine(tmp_path: Path, extra: Any) -> None:
+    assert read_config(_write(tmp_path, extra)).graphs[0].graph_id == "g"
+
+
+def test_serve_refuses_a_custom_auth_handler_in_one_line(tmp_path: Path) -> None:
+    from tests.e2e.api_server import clean_env, graphkeep
+
+    config = _write(tmp_path, {"auth": {"path": "./auth.py:auth"}})
+    env = clean_env(GRAPHKEEP_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'gk.db'}")
+    done = graphkeep("serve", "--port", "0", "--config", str(config), env=env, timeout=60)
+    assert done.returncode == 2
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "`auth`" in lines[0], done.stderr

@@ -1,0 +1,63 @@
+"""The pure parts of the MCP and A2A mappings: tool names, the messages schema, A2A parts."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.types import Message, Part
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
+from google.protobuf import json_format, struct_pb2
+from langgraph.graph import START, MessagesState, StateGraph
+
+from app.assistants.service import system_assistant_id
+from app.protocols.a2a_tasks import MessageInput
+from app.protocols.mcp import simplify_messages_schema, tool_names
+
+
+def _assistant(name: str, graph_id: str, assistant_id: str) -> dict[str, str]:
+    return {"name": name, "graph_id": graph_id, "assistant_id": assistant_id}
+
+
+def test_tool_names_are_mcp_safe_unique_and_graph_ids_name_system_assistants() -> None:
+    custom = _assistant("agent", "agent", "11111111-2222-3333-4444-555555555555")
+    system = _assistant("agent", "agent", system_assistant_id("agent"))
+    spaced = _assistant("my agent/v2!", "agent", "99999999-2222-3333-4444-555555555555")
+    names = tool_names([custom, system, spaced])
+    assert names["agent"] is system  # listed after the custom one, still wins its graph id
+    assert names["agent-11111111"] is custom
+    assert names["my_agent_v2_"] is spaced
+    assert all(len(n) <= 128 for n in tool_names([_assistant("x" * 300, "g", "a" * 36)]))
+
+
+def test_messages_schema_becomes_a_string() -> None:
+    builder = StateGraph(MessagesState)
+    builder.add_node("n", lambda s: s)
+    builder.add_edge(START, "n")
+    schema = builder.compile().get_input_jsonschema()
+    simple = simplify_messages_schema(schema)
+    assert simple["properties"]["messages"]["type"] == "string"
+    assert "$defs" not in simple
+    plain = {"type": "object", "properties": {"text": {"type": "string"}}}
+    assert simplify_messages_schema(plain) == plain
+
+
+def _data(value: object) -> Part:
+    return Part(data=json_format.ParseDict(value, struct_pb2.Value()))
+
+
+def test_message_parts_to_graph_input_and_resume_values() -> None:
+    said = MessageInput(Message(message_id="m1", parts=[Part(text="hi"), _data({"k": 1})]))
+    assert said.graph_input() == {
+        "k": 1,
+        "messages": [{"role": "human", "content": "hi", "id": "m1"}],
+    }
+    assert said.resume_value() == "hi"
+    assert MessageInput(Message(parts=[_data({"resume": False})])).resume_value() is False
+    assert MessageInput(Message(parts=[_data({"approved": True})])).resume_value() == {
+        "approved": True
+    }
+    with pytest.raises(InvalidParamsError):
+        MessageInput(Message(parts=[]))
+    with pytest.raises(InvalidParamsError):
+        MessageInput(Message(parts=[_data([1, 2])]))
+    with pytest.raises(ContentTypeNotSupportedError):
+        MessageInput(Message(parts=[Part(url="https://example.com/x.png")]))
