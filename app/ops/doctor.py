@@ -86,7 +86,9 @@ def _inspect(raw: bytes, is_json: bool) -> tuple[str | None, Any]:
 
 
 async def _scan_table(engine: AsyncEngine, table: Table, fix: bool) -> list[Finding]:
-    columns = {c.name: isinstance(c.type, JSON) for c in queries.text_columns(table)}
+    columns = {
+        c.name: isinstance(queries.stored_type(c), JSON) for c in queries.text_columns(table)
+    }
     key_names = [c.name for c in table.primary_key.columns]
     findings: list[Finding] = []
     offset = 0

@@ -5,8 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, Column, LargeBinary, Select, String, Table, Text, Update, cast, select
+from sqlalchemy.types import TypeDecorator
 
 from app.db.tables import metadata
+
+
+def stored_type(column: Column[Any]) -> Any:
+    """The type the database holds: a decorated type's `impl` (a sealed JSON column is JSON)."""
+    kind = column.type
+    return kind.impl if isinstance(kind, TypeDecorator) else kind
 
 
 def text_columns(table: Table) -> list[Column[Any]]:
@@ -14,8 +21,8 @@ def text_columns(table: Table) -> list[Column[Any]]:
     return [
         column
         for column in table.columns
-        if isinstance(column.type, JSON | Text | String)
-        and not isinstance(column.type, LargeBinary)
+        if isinstance(stored_type(column), JSON | Text | String)
+        and not isinstance(stored_type(column), LargeBinary)
     ]
 
 

@@ -70,7 +70,7 @@ def test_text_start_up_lines_say_where_everything_is(tmp_path: Path) -> None:
     assert "Running upgrade" in text
     assert "Context impl" not in text and "Will assume" not in text
     after_start = text.split("graphs loaded", 1)[1].splitlines()[1:]
-    probes = [line for line in after_start if "path=/ready" in line]
+    probes = [line for line in after_start if "route=/ready" in line]
     assert len(probes) == 2  # each probe: its one access line, nothing else
     assert all("graphkeep.access" in line for line in after_start), after_start
 

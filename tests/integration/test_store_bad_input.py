@@ -61,7 +61,6 @@ BAD_BATCHES: list[tuple[str, list[Any], type[Exception], str]] = [
     ("filter set", [SearchOp(NS, {"v": {1, 2}}, 10, 0)], InvalidInput, "JSON"),
     ("negative limit", [SearchOp(NS, None, -1, 0)], InvalidInput, "limit"),
     ("negative offset", [SearchOp(NS, None, 10, -1)], InvalidInput, "offset"),
-    ("query without index", [SearchOp(NS, None, 10, 0, "cats")], InvalidInput, "index"),
     (
         "bad max_depth",
         [ListNamespacesOp(match_conditions=None, max_depth=0)],

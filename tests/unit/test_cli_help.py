@@ -40,6 +40,8 @@ def _help(*argv: str) -> str:
 def _commands(text: str) -> dict[str, str]:
     """The `COMMAND` block of the top-level help: name -> help text."""
     block = text.split("COMMAND\n", 2)[-1].split("\n\n")[0]
+    # argparse puts a long name alone on its line and its help on the next, further in
+    block = re.sub(r"^(    \S+)\n\s{6,}(\S)", r"\1  \2", block, flags=re.M)
     found = (re.match(r"^    (\S+)\s{2,}(\S.*)$", line) for line in block.splitlines())
     return {m[1]: m[2] for m in found if m}
 
