@@ -1,7 +1,7 @@
 """Throwaway PostgreSQL clusters for tests: initdb into a temporary directory, start on a free
 loopback port, stop, start again.
 
-Used by the outage test (the system's PostgreSQL binaries) and by the pgvector tests (the
+Used by the outage tests (the system's PostgreSQL binaries) and by the pgvector tests (the
 PostgreSQL 16 + pgvector build bundled in the `pgserver` wheel, a dev extra).
 """
 
@@ -11,10 +11,17 @@ import glob
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 
 def free_port() -> int:
@@ -116,3 +123,53 @@ class Cluster:
             return (self.root / "postgres.log").read_text(errors="replace")
         except OSError:
             return ""
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def serve_on_cluster(
+    url: str, log: Path, **settings: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Migrate the database at `url`, then run `graphkeep serve` on it (JSON logs into `log`,
+    `GRAPHKEEP_*` taken from `settings` only) until it answers /ok; SIGTERM it at the end."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")}
+    env.update(
+        {f"GRAPHKEEP_{k.upper()}": v for k, v in settings.items()},
+        GRAPHKEEP_DATABASE_URL=url,
+        GRAPHKEEP_LOG_FORMAT="json",
+        PYTHONUNBUFFERED="1",
+    )
+    cli = [sys.executable, "-m", "app.cli"]
+    subprocess.run([*cli, "migrate"], env=env, cwd=ROOT, check=True, timeout=120)
+    port = free_port()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*cli, "serve", "--host", "127.0.0.1", "--port", str(port)],
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{base}/ok", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

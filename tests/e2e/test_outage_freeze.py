@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -20,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.pgcluster import Cluster, free_port, system_pg_bin
+from tests.pgcluster import Cluster, free_port, serve_on_cluster, system_pg_bin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -73,49 +71,16 @@ def _signal_cluster(db: Cluster, sig: signal.Signals) -> None:
 
 @pytest.fixture(scope="module")
 def server(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")}
-    env.update(
-        GRAPHKEEP_DATABASE_URL=cluster.url,
-        GRAPHKEEP_DB_TIMEOUT_SECONDS=str(DB_TIMEOUT_SECONDS),
-        GRAPHKEEP_LEASE_SECONDS=str(LEASE_SECONDS),
-        GRAPHKEEP_WORKERS="2",
-        GRAPHKEEP_LOG_FORMAT="json",
-        PYTHONUNBUFFERED="1",
-    )
-    cli = [sys.executable, "-m", "app.cli"]
-    subprocess.run([*cli, "migrate"], env=env, cwd=ROOT, check=True, timeout=120)
-    port = free_port()
     log = tmp_path_factory.mktemp("freeze") / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*cli, "serve", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+    with serve_on_cluster(
+        cluster.url,
+        log,
+        db_timeout_seconds=str(DB_TIMEOUT_SECONDS),
+        lease_seconds=str(LEASE_SECONDS),
+        workers="2",
+    ) as (url, proc):
         yield url
         assert proc.poll() is None, "the server died during the freeze:\n" + log.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def _run_body(text: str) -> dict[str, object]:
