@@ -4,45 +4,15 @@ run time limit, bounded attempts, event retention."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.config import Settings
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
-from app.main import create_app
-
-GRAPHS = Path(__file__).resolve().parents[1] / "graphs" / "langgraph.json"
-
-
-@pytest.fixture
-async def make_client(db_url: str, engine: AsyncEngine) -> AsyncIterator[Any]:
-    stack: list[Any] = []
-
-    async def make(**overrides: Any) -> httpx.AsyncClient:
-        settings = Settings(
-            database_url=db_url, config_file=GRAPHS, workers=2, log_level="WARNING", **overrides
-        )
-        app = create_app(settings)
-        lifespan = app.router.lifespan_context(app)
-        await lifespan.__aenter__()
-        client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=30
-        )
-        stack.append((lifespan, client))
-        return client
-
-    yield make
-    for lifespan, client in reversed(stack):
-        await client.aclose()
-        await lifespan.__aexit__(None, None, None)
 
 
 async def _thread(client: httpx.AsyncClient) -> str:

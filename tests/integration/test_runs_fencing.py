@@ -8,12 +8,9 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from sqlalchemy import func, select
@@ -21,17 +18,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.checkpoint.saver import SQLSaver
-from app.config import Settings
 from app.db.tables import checkpoint_writes, checkpoints, run_events, runs, threads
 from app.db.types import utcnow
-from app.main import create_app
 from app.runs import finish, queue
 from app.runs.events import EventHub
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from tests.integration.test_runs_queue import TENANT, add_run, add_thread, set_status
-
-GRAPHS = Path(__file__).resolve().parents[1] / "graphs" / "langgraph.json"
 
 
 async def _reclaimed(engine: AsyncEngine) -> tuple[str, str, queue.ClaimedRun]:
@@ -237,29 +230,6 @@ async def test_reaper_reclaims_dead_workers_run_without_waiting_for_the_lease(
 
 
 # --------------------------------------------------------------------------- every run ends
-
-
-@pytest.fixture
-async def make_client(db_url: str, engine: AsyncEngine) -> AsyncIterator[Any]:
-    stack: list[Any] = []
-
-    async def make(**overrides: Any) -> httpx.AsyncClient:
-        settings = Settings(
-            database_url=db_url, config_file=GRAPHS, workers=2, log_level="WARNING", **overrides
-        )
-        app = create_app(settings)
-        lifespan = app.router.lifespan_context(app)
-        await lifespan.__aenter__()
-        client = httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://t", timeout=30
-        )
-        stack.append((lifespan, client))
-        return client
-
-    yield make
-    for lifespan, client in reversed(stack):
-        await client.aclose()
-        await lifespan.__aexit__(None, None, None)
 
 
 def _given_up(graph_id: str) -> float:
