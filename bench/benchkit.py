@@ -23,6 +23,29 @@ VENV = ROOT / ".bench-venvs" / "langgraph-dev"
 PG_ADMIN_DSN = os.environ.get("BENCH_PG_ADMIN_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
+# The one-node graph the run and protocol benchmarks serve on both servers (written to a
+# file of its own and named in a langgraph.json).
+ECHO_GRAPH = """
+from typing import Any, TypedDict
+
+from langgraph.graph import START, StateGraph
+
+
+class State(TypedDict, total=False):
+    text: str
+
+
+def echo(state: State) -> dict[str, Any]:
+    return {"text": state.get("text", "")}
+
+
+builder = StateGraph(State)
+builder.add_node("echo", echo)
+builder.add_edge(START, "echo")
+graph = builder.compile()
+"""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

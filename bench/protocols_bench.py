@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 from benchkit import (
+    ECHO_GRAPH,
     PG_ADMIN_DSN,
     clean_env,
     free_port,
@@ -47,25 +48,6 @@ from benchkit import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-ECHO_GRAPH = """
-from typing import Any, TypedDict
-
-from langgraph.graph import START, StateGraph
-
-
-class State(TypedDict, total=False):
-    text: str
-
-
-def echo(state: State) -> dict[str, Any]:
-    return {"text": state.get("text", "")}
-
-
-builder = StateGraph(State)
-builder.add_node("echo", echo)
-builder.add_edge(START, "echo")
-graph = builder.compile()
-"""
 MEASURES = ("runs_wait", "mcp", "a2a", "thread_wait")
 MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",

@@ -26,6 +26,7 @@ from typing import Any
 from langgraph_sdk import get_client
 
 from bench.benchkit import (
+    ECHO_GRAPH,
     ROOT,
     clean_env,
     free_port,
@@ -34,25 +35,6 @@ from bench.benchkit import (
     process,
     wait_ready,
 )
-
-ECHO_GRAPH = """
-from typing import TypedDict
-from langgraph.graph import StateGraph, START
-
-
-class State(TypedDict, total=False):
-    text: str
-
-
-def echo(state: State) -> dict:
-    return {"text": state.get("text", "")}
-
-
-builder = StateGraph(State)
-builder.add_node("echo", echo)
-builder.add_edge(START, "echo")
-graph = builder.compile()
-"""
 
 
 @asynccontextmanager
