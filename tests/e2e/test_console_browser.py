@@ -78,7 +78,7 @@ def _shot(c: Console, page: Any, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
-def _wait(predicate: Callable[[], bool], what: str, timeout: float = 20) -> None:
+def _wait(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:

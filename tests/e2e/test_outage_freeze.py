@@ -77,6 +77,9 @@ def server(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         log,
         db_timeout_seconds=str(DB_TIMEOUT_SECONDS),
         lease_seconds=str(LEASE_SECONDS),
+        # a freeze longer than the lease costs every running run an attempt (its lease lapses
+        # and it is recovered); the attempt budget is not what this test measures
+        max_attempts="10",
         workers="2",
     ) as (url, proc):
         yield url
