@@ -1,0 +1,42 @@
+"""The one way to reach the database: an autocommit reader and a transaction helper.
+
+Every domain reads with `read(engine)` and writes with `transaction(engine)`, running the
+statements its own `queries.py` builds on the `AsyncConnection` it gets. Nothing else opens
+connections (the LISTEN listener, which needs a session-long connection, is the exception and
+says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from app.db.dialect import reader, single_statement_autocommit
+
+
+@asynccontextmanager
+async def read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection for independent single statements: autocommit on PostgreSQL (no BEGIN /
+    ROLLBACK round trips around one SELECT), no BEGIN IMMEDIATE write lock on SQLite."""
+    async with reader(engine).connect() as conn:
+        yield conn
+
+
+@asynccontextmanager
+async def transaction(
+    engine: AsyncEngine, *, one_statement: bool = False
+) -> AsyncIterator[AsyncConnection]:
+    """A connection whose statements commit together, or not at all.
+
+    `one_statement=True` says the caller sends a single (atomic) write: PostgreSQL then runs it
+    autocommitted, saving the BEGIN/COMMIT round trips; SQLite still takes its write transaction
+    (BEGIN IMMEDIATE), which is what serialises its writers.
+    """
+    if one_statement and single_statement_autocommit(engine.dialect):
+        async with reader(engine).connect() as conn:
+            yield conn
+    else:
+        async with engine.begin() as conn:
+            yield conn
