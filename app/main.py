@@ -28,6 +28,7 @@ from app.api import (
 from app.api.allow import AllowHeaderMiddleware
 from app.api.auth import install_auth
 from app.api.boundary import BoundaryCheckMiddleware
+from app.api.custom_app import install_http_options
 from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
 from app.api.errors import ServerErrorGuard, install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
@@ -288,4 +289,6 @@ def create_app(settings: Settings) -> FastAPI:
         install_console(app)
     # last: a browser's few requests, matched after the API's; `/` leads to the console if on
     install_docs(app, CONSOLE_PREFIX if settings.console == "on" else HOME_TARGET)
+    # last: langgraph.json's `http` (custom app, disable_*, cors, ...) acts on all of the above
+    install_http_options(app, settings)
     return app

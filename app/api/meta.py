@@ -33,8 +33,9 @@ async def info(state: AppStateDep) -> dict[str, Any]:
         "version": __version__,
         "langgraph_py_version": _pkg_version("langgraph"),
         "flags": {
-            "assistants": True,
-            "crons": True,
+            # langgraph.json's `http.disable_*` remove these route groups (app/api/custom_app.py)
+            "assistants": not config.http_flag("disable_assistants"),
+            "crons": not config.http_flag("disable_runs"),
             "langsmith": False,
             "strict_resume": True,
             # /mcp and /a2a/{assistant_id} (app/protocols/): the setting and langgraph.json's

@@ -45,6 +45,11 @@ def _client_request_id(scope: Scope) -> str | None:
     return None
 
 
+def _logged_headers(scope: Scope) -> dict[str, Any]:
+    selected = scope.get("state", {}).get("graphkeep.log_headers")
+    return {"headers": selected} if selected else {}
+
+
 class ObservabilityMiddleware:
     """Per request: a request id (echoed as X-Request-ID) and the thread / run ids of the path
     bound for every log line, one access log line, and the HTTP metrics by route template,
@@ -123,6 +128,8 @@ class ObservabilityMiddleware:
                                 "route": _route_template(scope),
                                 "status": status,
                                 "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                                # langgraph.json `http.logging_headers` (app/api/middleware.py)
+                                **_logged_headers(scope),
                             },
                         )
         finally:

@@ -1,22 +1,34 @@
 """Parse a langgraph.json-compatible config file (graphs, dependencies, env, store, checkpointer).
 
-Only the keys graphkeep uses are interpreted; the others are kept in `raw` and ignored, so an
-existing LangGraph project's file loads unchanged - except security-relevant keys graphkeep
-does not implement (`auth`, `encryption`, ...: UNHONOURED_SECURITY_KEYS), which stop start-up
-rather than be silently dropped.
+Every key of the official schema is honoured, refused at start-up with one line, or ignored
+on purpose (build-time keys): app/graphs/config_keys.py, README "langgraph.json keys". An
+unknown key stops start-up too. Security-relevant keys graphkeep does not implement (`auth`,
+`encryption`: UNHONOURED_SECURITY_KEYS) are refused first, with the reason.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from app.errors import InvalidInput
+from app.graphs.config_keys import check_keys
+from app.graphs.http_options import (
+    HttpConfigError,
+    HttpOptions,
+    SerdeOptions,
+    WebhookOptions,
+    parse_http,
+    parse_serde,
+    parse_webhooks,
+)
 
 JSONObject = dict[str, Any]
+_T = TypeVar("_T")
 # `http` switches of langgraph.json (the official server's names)
 DISABLE_MCP = "disable_mcp"
 DISABLE_A2A = "disable_a2a"
@@ -48,6 +60,9 @@ class ServerConfig:
     checkpointer: JSONObject = field(default_factory=dict)  # {"ttl": {...}}
     source: Path | None = None  # the file it came from; None for the shipped examples
     raw: JSONObject = field(default_factory=dict)
+    http: HttpOptions = field(default_factory=HttpOptions)
+    webhooks: WebhookOptions = field(default_factory=WebhookOptions)
+    serde: SerdeOptions = field(default_factory=SerdeOptions)
 
     @property
     def store_index(self) -> JSONObject | None:
@@ -66,8 +81,7 @@ class ServerConfig:
 
     def http_flag(self, name: str) -> bool:
         """Whether the `http` section sets `name` to true (e.g. the official `disable_mcp`)."""
-        http = self.raw.get("http")
-        return isinstance(http, dict) and http.get(name) is True
+        return self.http.is_disabled(name)
 
 
 def parse_dotenv(text: str) -> dict[str, str]:
@@ -96,6 +110,9 @@ def _parse_graph_entry(graph_id: str, value: Any) -> GraphEntry:
     if isinstance(value, str):
         target, description, config = value, None, {}
     elif isinstance(value, dict):
+        unknown = sorted(set(value) - {"path", "description", "config"})
+        if unknown:
+            raise GraphConfigError(f"graph {graph_id!r}: unknown key `{unknown[0]}`")
         target = value.get("path")
         description = value.get("description")
         config = value.get("config") or {}
@@ -115,20 +132,10 @@ def _parse_graph_entry(graph_id: str, value: Any) -> GraphEntry:
 # Security-relevant langgraph.json settings graphkeep does not implement (yet). Ignoring one
 # would fail open - a project moved over from the official server would come up without the
 # protection it asked for - so start-up stops, naming the key. (dotted path, what it asks for)
+# Every other key of the schema: app/graphs/config_keys.py (honoured, refused or ignored).
 UNHONOURED_SECURITY_KEYS: tuple[tuple[str, str], ...] = (
     ("auth", "a custom auth handler (use GRAPHKEEP_AUTH=jwt or API keys)"),
     ("encryption", "a custom encryption handler (use GRAPHKEEP_ENCRYPTION_KEY)"),
-    ("http.app", "custom HTTP routes"),
-    ("http.enable_custom_route_auth", "auth on custom routes"),
-    ("http.middleware_order", "the order of custom middleware and auth"),
-    ("http.disable_assistants", "disabling the assistants API"),
-    ("http.disable_threads", "disabling the threads API"),
-    ("http.disable_runs", "disabling the runs API"),
-    ("http.disable_store", "disabling the Store API"),
-    ("http.disable_meta", "disabling the meta API"),
-    ("http.disable_webhooks", "disabling webhooks"),
-    ("webhooks.url", "a webhook URL policy"),
-    ("checkpointer.serde", "checkpoint deserialization limits"),
 )
 
 
@@ -160,6 +167,9 @@ def parse_config(data: Any, *, base_dir: Path, source: Path | None = None) -> Se
     if not isinstance(data, dict):
         raise GraphConfigError(f"{where}: the top level must be a JSON object")
     refuse_unhonoured(data, where)
+    problems = check_keys(data, where)
+    if problems:
+        raise GraphConfigError(problems[0])
     graphs_raw = data.get("graphs")
     if not isinstance(graphs_raw, dict) or not graphs_raw:
         raise GraphConfigError(f"{where}: `graphs` must be a non-empty object")
@@ -201,7 +211,17 @@ def parse_config(data: Any, *, base_dir: Path, source: Path | None = None) -> Se
         checkpointer=checkpointer,
         source=source,
         raw=data,
+        http=_section(parse_http, data.get("http"), where),
+        webhooks=_section(parse_webhooks, data.get("webhooks"), where),
+        serde=_section(parse_serde, checkpointer.get("serde"), where),
     )
+
+
+def _section(parse: Callable[[Any], _T], value: Any, where: str) -> _T:
+    try:
+        return parse(value)
+    except HttpConfigError as exc:
+        raise GraphConfigError(f"{where}: {exc.detail.removeprefix('langgraph.json: ')}") from None
 
 
 def read_config(path: Path) -> ServerConfig:

@@ -39,9 +39,13 @@ class RunEngine:
         await self.hub.stop()
 
 
-def webhook_policy(settings: Settings) -> WebhookPolicy:
+def webhook_policy(settings: Settings, config: Any = None) -> WebhookPolicy:
+    """The settings' delivery policy plus langgraph.json's `webhooks.headers` and
+    `http.disable_webhooks` (`config`: the ServerConfig, None for none)."""
     secret = settings.webhook_secret
     return WebhookPolicy(
+        headers=dict(config.webhooks.headers) if config is not None else {},
+        enabled=config is None or not config.http.is_disabled("disable_webhooks"),
         max_attempts=settings.webhook_max_attempts,
         backoff_seconds=settings.webhook_backoff_seconds,
         timeout_seconds=settings.webhook_timeout_seconds,
@@ -76,7 +80,7 @@ async def open_run_engine(
             store=store,
             run_timeout_seconds=settings.run_timeout_seconds,
             max_attempts=settings.max_attempts,
-            webhook_policy=webhook_policy(settings),
+            webhook_policy=webhook_policy(settings, getattr(graphs, "config", None)),
         )
         pool = WorkerPool(
             engine=engine,

@@ -16,21 +16,32 @@ from typing import Any
 from app.auth.identity import identity_configurable, strip_identity
 from app.auth.principal import Principal
 from app.errors import InvalidInput, ValidationFailed
+from app.graphs.http_options import HeaderPatterns, WebhookUrlPolicy, configurable_default
 from app.runs.chunks import STREAM_MODES, V2_ONLY_MODES
 from app.runs.schemas import RunCreate
 
-# Never copied into run config (credentials and routing headers).
-_PRIVATE_HEADERS = frozenset({"x-api-key", "authorization", "x-tenant-id", "x-service-key"})
+# langgraph.json `http.configurable_headers` and `webhooks.url`, installed when the app is
+# created (app/api/custom_app.py). Configurable headers default to the official server's
+# `x-*` and `user-agent`; credentials are never copied, whatever the patterns say.
+_configurable_headers = HeaderPatterns()
+_webhook_url_policy: WebhookUrlPolicy | None = None
+
+
+def install_request_options(
+    configurable_headers: HeaderPatterns, webhook_url: WebhookUrlPolicy | None
+) -> None:
+    global _configurable_headers, _webhook_url_policy
+    _configurable_headers = configurable_headers
+    _webhook_url_policy = webhook_url
 
 
 def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """`x-*` request headers and `user-agent`, as the official server copies into configurable."""
+    """The request headers copied into configurable (`http.configurable_headers`)."""
     out: dict[str, str] = {}
+    patterns = _configurable_headers
     for name, value in headers.items():
         key = name.lower()
-        if key in _PRIVATE_HEADERS:
-            continue
-        if key.startswith("x-") or key == "user-agent":
+        if patterns.selects(key, default_include=configurable_default(key)):
             out[key] = value
     return out
 
@@ -81,6 +92,10 @@ def validate(payload: RunCreate, *, stateless: bool) -> None:
         raise ValidationFailed("config.configurable must be an object")
     stream_modes(payload)
     _checkpoint_keys(payload)
+    if payload.webhook is not None and _webhook_url_policy is not None:
+        problem = _webhook_url_policy.problem(payload.webhook)
+        if problem is not None:
+            raise ValidationFailed(problem)
 
 
 def _durability(payload: RunCreate) -> str:

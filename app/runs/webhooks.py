@@ -13,6 +13,10 @@ tries; any other 4xx is final. The outcome (delivered / failed, attempts, last s
 error class, never the body) is recorded in `webhook_deliveries` and counted in
 `graphkeep_webhook_deliveries_total{outcome}`. A webhook never changes the run's status.
 
+langgraph.json: `webhooks.headers` are sent with every delivery (`${{ env.VAR }}` templates
+resolved at start-up from variables named with `webhooks.env_prefix`), `webhooks.url` is
+checked when a run is created (app/runs/prepare.py) and `http.disable_webhooks` sends none.
+
 Signature (with `GRAPHKEEP_WEBHOOK_SECRET`): `X-Graphkeep-Timestamp: <unix seconds>` and
 `X-Graphkeep-Signature: sha256=<hex HMAC-SHA256(secret, "<timestamp>.<body>")>`, so a
 receiver can check the sender and refuse replays of old deliveries.
@@ -54,6 +58,10 @@ class WebhookPolicy:
     backoff_seconds: float = 0.5
     timeout_seconds: float = 10.0
     secret: bytes | None = field(default=None, repr=False)
+    # langgraph.json `webhooks.headers` (templates resolved at start-up) and
+    # `http.disable_webhooks` (runs still execute; nothing is sent)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    enabled: bool = True
 
 
 def sign(secret: bytes, timestamp: str, body: bytes) -> str:
@@ -106,7 +114,8 @@ class Outcome:
 
 async def post(url: str, body: bytes, policy: WebhookPolicy) -> Outcome:
     """POST `body` with the policy's retries; never raises for the receiver's failures."""
-    headers = {"content-type": "application/json"}
+    # the configured static headers cannot replace the content type or the signature
+    headers = {**policy.headers, "content-type": "application/json"}
     outcome = Outcome(FAILED, 0)
     async with httpx.AsyncClient(timeout=policy.timeout_seconds) as client:
         for attempt in range(1, policy.max_attempts + 1):
@@ -139,7 +148,10 @@ async def post(url: str, body: bytes, policy: WebhookPolicy) -> Outcome:
 async def send_run_webhook(
     engine: AsyncEngine, policy: WebhookPolicy, *, run_id: str, tenant_id: str, url: str
 ) -> Outcome | None:
-    """Send a final run's webhook and record the outcome (None: the run is gone)."""
+    """Send a final run's webhook and record the outcome (None: the run is gone, or
+    webhooks are disabled)."""
+    if not policy.enabled:
+        return None
     async with reader(engine).connect() as conn:
         row = (
             await conn.execute(

@@ -30,10 +30,6 @@ def _nested(dotted: str, value: Any) -> dict[str, Any]:
         {"auth": {"path": "./auth.py:auth"}},
         {"auth": {"disable_studio_auth": True}},
         {"encryption": {"path": "./enc.py:encryption"}},
-        {"http": {"app": "./app.py:app", "enable_custom_route_auth": True}},
-        {"http": {"disable_store": True}},
-        {"webhooks": {"url": {"require_https": True, "allowed_domains": ["a.example"]}}},
-        {"checkpointer": {"serde": {"pickle_fallback": False}}},
     ],
 )
 def test_unhonoured_security_key_stops_start_up_naming_it(tmp_path: Path, extra: Any) -> None:
@@ -70,10 +66,39 @@ def test_every_listed_key_is_refused(tmp_path: Path, dotted: str) -> None:
         {"checkpointer": {"ttl": {"default_ttl": 60}}},
         {"store": {"ttl": {"default_ttl": 5}}},
         {"python_version": "3.11", "dockerfile_lines": []},
+        # honoured since issue 20 (tests/integration/test_http_options.py)
+        {"http": {"app": "./app.py:app", "enable_custom_route_auth": True}},
+        {"http": {"disable_store": True}},
+        {"webhooks": {"url": {"require_https": True, "allowed_domains": ["a.example"]}}},
+        {"checkpointer": {"serde": {"pickle_fallback": False}}},
     ],
 )
 def test_absent_or_empty_security_keys_are_fine(tmp_path: Path, extra: Any) -> None:
     assert read_config(_write(tmp_path, extra)).graphs[0].graph_id == "g"
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"checkpointer": {"path": "./cp.py:make"}}, "`checkpointer.path`"),
+        ({"priority": {"path": "./p.py:prio"}}, "`priority`"),
+        ({"ui": {"agent": "./ui.tsx"}}, "`ui`"),
+        ({"checkpointer": {"serde": {"pickle_fallback": True}}}, "pickle_fallback"),
+        ({"htpp": {"app": "./app.py:app"}}, "unknown key `htpp`"),
+        ({"http": {"disable_treads": True}}, "unknown key `http.disable_treads`"),
+        ({"webhooks": {"url": {"require_http": True}}}, "unknown key `webhooks.url.require_http`"),
+        ({"graphs": {"g": {"path": "./g.py:graph", "descripton": "x"}}}, "`descripton`"),
+        ({"http": {"middleware_order": "sideways"}}, "`http.middleware_order`"),
+        ({"http": {"cors": {"allow_origins": "*"}}}, "`http.cors.allow_origins`"),
+        ({"webhooks": {"headers": {"X-K": "${{ env.HOME }}"}}}, "env_prefix"),
+    ],
+)
+def test_refused_and_unknown_keys_stop_start_up_in_one_line(
+    tmp_path: Path, extra: Any, named: str
+) -> None:
+    with pytest.raises(GraphConfigError) as info:
+        read_config(_write(tmp_path, extra))
+    assert "\n" not in info.value.detail and named in info.value.detail, info.value.detail
 
 
 def test_serve_refuses_a_custom_auth_handler_in_one_line(tmp_path: Path) -> None:
