@@ -28,7 +28,7 @@ from app.api import (
 from app.api.allow import AllowHeaderMiddleware
 from app.api.auth import install_auth
 from app.api.boundary import BoundaryCheckMiddleware
-from app.api.custom_app import install_http_options
+from app.api.custom_app import install_http_options, server_config
 from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
 from app.api.errors import ServerErrorGuard, install_error_handlers
 from app.api.lean_route import mount_flat, operation_id
@@ -59,7 +59,11 @@ startup_log = logging.getLogger("graphkeep.startup")
 
 async def _attach_saver(state: AppState) -> None:
     # No saver.setup(): the schema is Alembic's (ensure_schema has checked or migrated it).
-    state.saver = SQLSaver(state.engine, serde=make_serde(state.keyring))
+    # langgraph.json's `checkpointer.serde` (read here: the graphs are attached after this)
+    serde = (await asyncio.to_thread(server_config, state.settings)).serde
+    state.saver = SQLSaver(
+        state.engine, serde=make_serde(state.keyring, **serde.serializer_kwargs())
+    )
 
 
 async def _attach_graphs(state: AppState) -> None:

@@ -11,6 +11,8 @@ filters on it in SQL.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -42,11 +44,12 @@ class KeyringCipher(CipherProtocol):
         raise DecryptionFailed(f"stored state uses unknown cipher {ciphername!r}")
 
 
-def make_serde(keys: str | Keyring | None) -> SerializerProtocol:
+def make_serde(keys: str | Keyring | None, **jsonplus: Any) -> SerializerProtocol:
     """The serializer for checkpoints: JsonPlus (no pickle), AES-GCM encrypted when keyed.
 
-    `keys`: a raw key string (library use, `SQLSaver.from_url`) or the configured keyring."""
-    plain = JsonPlusSerializer(pickle_fallback=False)
+    `keys`: a raw key string (library use, `SQLSaver.from_url`) or the configured keyring.
+    `jsonplus`: langgraph.json's `checkpointer.serde` (`allowed_msgpack_modules`)."""
+    plain = JsonPlusSerializer(**jsonplus, pickle_fallback=False)
     keyring = Keyring.from_keys(keys) if isinstance(keys, str) else keys
     if keyring is None or not keyring.enabled:
         return plain

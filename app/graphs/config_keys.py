@@ -45,12 +45,18 @@ KEYS: dict[str, tuple[Status, str]] = {
     "store.ttl.default_ttl": ("honoured", "minutes"),
     "store.ttl.sweep_interval_minutes": ("honoured", ""),
     "checkpointer": ("honoured", "graphkeep's SQL checkpointer"),
-    "checkpointer.path": ("refused", "a custom checkpointer: graphkeep owns its checkpoint tables"),
+    "checkpointer.path": (
+        "refused",
+        "a custom checkpointer (graphkeep owns its checkpoint tables)",
+    ),
     "checkpointer.ttl": ("honoured", "thread TTL"),
     "checkpointer.ttl.strategy": ("honoured", "`delete` or `keep_latest`"),
     "checkpointer.ttl.default_ttl": ("honoured", "minutes"),
     "checkpointer.ttl.sweep_interval_minutes": ("honoured", ""),
-    "checkpointer.ttl.sweep_limit": ("refused", "graphkeep sweeps in its own batches"),
+    "checkpointer.ttl.sweep_limit": (
+        "refused",
+        "a per-sweep thread limit (graphkeep sweeps in its own batches)",
+    ),
     "checkpointer.serde": ("honoured", "see its keys"),
     "checkpointer.serde.allowed_json_modules": (
         "honoured",
@@ -77,7 +83,7 @@ KEYS: dict[str, tuple[Status, str]] = {
     "auth.cache.max_size": ("refused", "with `auth`"),
     "encryption": ("refused", "a custom encryption handler (use GRAPHKEEP_ENCRYPTION_KEY)"),
     "encryption.path": ("refused", "with `encryption`"),
-    "priority": ("refused", "a custom run-priority handler: graphkeep runs in queue order"),
+    "priority": ("refused", "a custom run-priority handler (graphkeep runs in queue order)"),
     "priority.path": ("refused", "with `priority`"),
     "http": ("honoured", "see its keys"),
     "http.app": ("honoured", "a Starlette/FastAPI app: its routes win, its middleware wraps all"),
@@ -116,7 +122,7 @@ KEYS: dict[str, tuple[Status, str]] = {
     "webhooks.url.max_url_length": ("honoured", ""),
     "webhooks.url.disable_loopback": ("honoured", "graphkeep accepts absolute URLs only"),
     "webhooks.headers": ("honoured", "`${{ env.VAR }}` resolved at start-up"),
-    "ui": ("refused", "generative UI components (JS/TS bundles): graphkeep serves none"),
+    "ui": ("refused", "generative UI components (JS/TS bundles graphkeep does not serve)"),
 }
 
 # graphkeep's own keys (not in the official schema), and the JSON-schema pointer editors add

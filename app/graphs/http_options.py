@@ -134,8 +134,16 @@ class WebhookOptions:
 
 @dataclass(frozen=True)
 class SerdeOptions:
-    # None: only langgraph's safe msgpack types; True: any (with a warning); list: these too
+    # None: only langgraph's safe msgpack types; True: any (with a warning); list: these too.
+    # Unset (`configured` false): langgraph's own default.
     allowed_msgpack_modules: list[tuple[str, ...]] | bool | None = True
+    configured: bool = False
+
+    def serializer_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for langgraph's JsonPlusSerializer."""
+        if not self.configured:
+            return {}
+        return {"allowed_msgpack_modules": self.allowed_msgpack_modules}
 
 
 def _strings(value: Any, key: str) -> tuple[str, ...]:
@@ -319,7 +327,7 @@ def parse_serde(value: Any) -> SerdeOptions:
         return SerdeOptions()
     modules = raw["allowed_msgpack_modules"]
     if modules is None or isinstance(modules, bool):
-        return SerdeOptions(allowed_msgpack_modules=modules)
+        return SerdeOptions(allowed_msgpack_modules=modules, configured=True)
     if not isinstance(modules, list) or not all(
         isinstance(m, list) and m and all(isinstance(p, str) for p in m) for m in modules
     ):
@@ -327,4 +335,4 @@ def parse_serde(value: Any) -> SerdeOptions:
             "langgraph.json: `checkpointer.serde.allowed_msgpack_modules` must be null, a "
             'boolean or a list of ["module", "Type"] lists'
         )
-    return SerdeOptions(allowed_msgpack_modules=[tuple(m) for m in modules])
+    return SerdeOptions(allowed_msgpack_modules=[tuple(m) for m in modules], configured=True)
