@@ -137,6 +137,9 @@ def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     except AuthConfigError as exc:  # e.g. an enabled JWT algorithm without its key
         print(f"graphkeep: {exc}", file=sys.stderr)
         return 2
+    except AppError as exc:  # langgraph.json `http` (e.g. an `http.app` that cannot import)
+        print(f"graphkeep: {exc.detail}", file=sys.stderr)
+        return 2
     config = uvicorn.Config(
         app,
         host=settings.host,
