@@ -6,10 +6,14 @@ server with the official SDK: tests/e2e/test_http_options_sdk.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +332,57 @@ def test_unimportable_custom_app_stops_start_up_naming_it(tmp_path: Path) -> Non
     config = _config(tmp_path, {"app": "./notapp.py:app"})
     with pytest.raises(GraphConfigError, match="not a Starlette or FastAPI app"):
         create_app(Settings(database_url="sqlite+aiosqlite:///:memory:", config_file=config))
+
+
+@pytest.fixture
+def hook_receiver() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """A real HTTP receiver on loopback; keeps each request's headers."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            seen.append({k.lower(): v for k, v in self.headers.items()})
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", seen
+    server.shutdown()
+    server.server_close()
+
+
+async def _until(check: Any, seconds: float = 15) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def test_webhook_headers_and_disable_webhooks(
+    db_url: str,
+    tmp_path: Path,
+    hook_receiver: tuple[str, list[dict[str, str]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url, seen = hook_receiver
+    monkeypatch.setenv("LG_WEBHOOK_TOKEN", "tok-123")
+    webhooks = {"headers": {"X-Hook-Auth": "Bearer ${{ env.LG_WEBHOOK_TOKEN }}", "X-Static": "s"}}
+    config = _config(tmp_path, webhooks=webhooks)
+    run = {"assistant_id": "agent", "input": {}, "webhook": url}
+    async with _client(Settings(database_url=db_url, config_file=config, workers=1)) as client:
+        assert (await client.post("/runs/wait", json=run)).status_code == 200
+        await _until(lambda: len(seen) == 1)
+    assert seen[0]["x-hook-auth"] == "Bearer tok-123" and seen[0]["x-static"] == "s"
+    assert seen[0]["content-type"] == "application/json"
+
+    off = _config(tmp_path, {"disable_webhooks": True})
+    async with _client(Settings(database_url=db_url, config_file=off, workers=1)) as client:
+        assert (await client.post("/runs/wait", json=run)).status_code == 200
+        await asyncio.sleep(0.5)  # a webhook would be out by now (the first one took less)
+    assert len(seen) == 1  # the run executed, no webhook was sent

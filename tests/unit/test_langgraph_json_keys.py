@@ -8,6 +8,7 @@ the one generated from it: `python -m tests.unit.test_langgraph_json_keys --writ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from app.checkpoint.serde import make_serde
 from app.graphs.config import GraphConfigError, parse_config
 from app.graphs.config_keys import ALL_KEYS, EXTRA_KEYS, KEYS, render_table
 
@@ -90,3 +92,28 @@ def _write() -> None:
 if __name__ == "__main__":
     if "--write" in sys.argv:
         _write()
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+@pytest.mark.parametrize(
+    ("serde", "revived"),
+    [
+        ({}, True),  # langgraph's default: revived (with a warning)
+        ({"allowed_msgpack_modules": None}, False),  # strict: only langgraph's safe types
+        ({"allowed_msgpack_modules": [[__name__, "Point"]]}, True),
+        ({"allowed_msgpack_modules": [["elsewhere", "Point"]], "pickle_fallback": False}, False),
+    ],
+)
+def test_checkpointer_serde_reaches_the_serializer(serde: dict[str, Any], revived: bool) -> None:
+    config = parse_config(
+        {"graphs": {"g": "./g.py:x"}, "checkpointer": {"serde": serde}}, base_dir=ROOT
+    )
+    serializer = make_serde(None, **config.serde.serializer_kwargs())
+    out = serializer.loads_typed(serializer.dumps_typed(Point(1)))
+    assert isinstance(out, Point) is revived
+    if not revived:
+        assert out == {"x": 1}
