@@ -129,6 +129,7 @@ KEYS: dict[str, tuple[Status, str]] = {
 EXTRA_KEYS: dict[str, tuple[Status, str]] = {
     "$schema": ("ignored", "an editor hint"),
     "redact": ("honoured", "graphkeep: keys / dotted paths masked in outputs (README)"),
+    "store.index.model": ("honoured", "graphkeep: the embedding model's name, stored with vectors"),
 }
 
 # Keys whose values are maps of user-chosen names (not checked below them)
@@ -137,7 +138,6 @@ MAPS = frozenset(
         "graphs",  # entries checked by the graph parser
         "env",
         "webhooks.headers",
-        "store.index",  # checked by app/store/config.py (graphkeep adds `model`)
         "auth.openapi.securitySchemes",
         "auth.openapi.paths",
     }

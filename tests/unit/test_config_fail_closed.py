@@ -89,6 +89,10 @@ def test_absent_or_empty_security_keys_are_fine(tmp_path: Path, extra: Any) -> N
         ({"webhooks": {"url": {"require_http": True}}}, "unknown key `webhooks.url.require_http`"),
         ({"graphs": {"g": {"path": "./g.py:graph", "descripton": "x"}}}, "`descripton`"),
         ({"http": {"middleware_order": "sideways"}}, "`http.middleware_order`"),
+        (
+            {"store": {"index": {"dims": 8, "embed": "x:y", "feilds": ["t"]}}},
+            "`store.index.feilds`",
+        ),
         ({"http": {"cors": {"allow_origins": "*"}}}, "`http.cors.allow_origins`"),
         ({"webhooks": {"headers": {"X-K": "${{ env.HOME }}"}}}, "env_prefix"),
     ],
