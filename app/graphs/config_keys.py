@@ -157,13 +157,14 @@ def present_keys(data: dict[str, Any], prefix: str = "") -> list[str]:
 
 
 def check_keys(data: dict[str, Any], where: str) -> list[str]:
-    """Problems, one line each: unknown keys and refused ones (absent/null/false/empty pass)."""
+    """Problems, one line each: unknown keys (whatever their value) and refused ones (a
+    null, false or empty value of a refused key asks for nothing and passes)."""
     problems: list[str] = []
     for dotted in present_keys(data):
         value = _lookup(data, dotted)
-        if value is None or value is False or value == {} or value == [] or value == "":
-            continue
         entry = ALL_KEYS.get(dotted)
+        if entry is not None and _asks_nothing(value):
+            continue
         if entry is None:
             problems.append(
                 f"{where}: unknown key `{dotted}` (not in the langgraph.json schema graphkeep "
@@ -175,6 +176,10 @@ def check_keys(data: dict[str, Any], where: str) -> list[str]:
                 "remove the key to start (ignoring it would change what the deployment does)"
             )
     return problems
+
+
+def _asks_nothing(value: Any) -> bool:
+    return value is None or value is False or value == {} or value == [] or value == ""
 
 
 def _refused(dotted: str) -> bool:

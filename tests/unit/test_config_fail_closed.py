@@ -85,6 +85,7 @@ def test_absent_or_empty_security_keys_are_fine(tmp_path: Path, extra: Any) -> N
         ({"ui": {"agent": "./ui.tsx"}}, "`ui`"),
         ({"checkpointer": {"serde": {"pickle_fallback": True}}}, "pickle_fallback"),
         ({"htpp": {"app": "./app.py:app"}}, "unknown key `htpp`"),
+        ({"http": {"cros": None}}, "unknown key `http.cros`"),
         ({"http": {"disable_treads": True}}, "unknown key `http.disable_treads`"),
         ({"webhooks": {"url": {"require_http": True}}}, "unknown key `webhooks.url.require_http`"),
         ({"graphs": {"g": {"path": "./g.py:graph", "descripton": "x"}}}, "`descripton`"),
