@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
 from app.db import sealed
+from app.db.access import read
 from app.db.dialect import reader
 from app.db.direct import DirectExecutor, DirectStatement, service_executor
 from app.db.listing import check_select, check_sort_order, order_by
@@ -459,3 +460,19 @@ async def prune_threads(
     if found:
         await saver.for_tenant(tenant_id).aprune(found, strategy="keep_latest")
     return len(found)
+
+
+async def thread_visibility(
+    engine: AsyncEngine, *, tenant_id: str, thread_id: str, auth_filter: JSONObject | None
+) -> bool | None:
+    """Custom auth: None when the tenant has no such thread, else whether `auth_filter` (a
+    metadata containment object) admits it - tested in SQL, the row itself is not read."""
+    stmt = q.visibility_statement(
+        engine.dialect.name,
+        tenant_id=tenant_id,
+        thread_id=parse_thread_id(thread_id),
+        auth_filter=auth_filter,
+    )
+    async with read(engine) as conn:
+        row = (await conn.execute(stmt)).first()
+    return None if row is None else bool(row.visible)

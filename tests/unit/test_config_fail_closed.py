@@ -27,8 +27,6 @@ def _nested(dotted: str, value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "extra",
     [
-        {"auth": {"path": "./auth.py:auth"}},
-        {"auth": {"disable_studio_auth": True}},
         {"encryption": {"path": "./enc.py:encryption"}},
         {"http": {"app": "./app.py:app", "enable_custom_route_auth": True}},
         {"http": {"disable_store": True}},
@@ -76,7 +74,8 @@ def test_absent_or_empty_security_keys_are_fine(tmp_path: Path, extra: Any) -> N
     assert read_config(_write(tmp_path, extra)).graphs[0].graph_id == "g"
 
 
-def test_serve_refuses_a_custom_auth_handler_in_one_line(tmp_path: Path) -> None:
+def test_serve_refuses_an_unimportable_auth_path_in_one_line_naming_it(tmp_path: Path) -> None:
+    """`auth` is honoured now (issue 20): a path that cannot be imported stops start-up."""
     from tests.e2e.api_server import clean_env, graphkeep
 
     config = _write(tmp_path, {"auth": {"path": "./auth.py:auth"}})
@@ -84,4 +83,4 @@ def test_serve_refuses_a_custom_auth_handler_in_one_line(tmp_path: Path) -> None
     done = graphkeep("serve", "--port", "0", "--config", str(config), env=env, timeout=60)
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "`auth`" in lines[0], done.stderr
+    assert len(lines) == 1 and "./auth.py:auth" in lines[0] and "not found" in lines[0], done.stderr
