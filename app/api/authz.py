@@ -146,7 +146,8 @@ def _not_found(kind: str, ident: str) -> _Answer:
 
 
 async def _send(send: Send, answer: _Answer) -> None:
-    body = json.dumps(answer.body).encode()
+    # spelt as Starlette's JSONResponse (the app's error answers): a refusal reads the same
+    body = json.dumps(answer.body, ensure_ascii=False, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),
@@ -333,6 +334,22 @@ class Authorizer:
         except _Answer:
             raise _Answer(409, {"detail": f"{kind} '{ident}' already exists"}) from None
 
+    async def _guard_run_assistant(self, principal: Principal, assistant_id: Any) -> None:
+        """A run uses its assistant's config and metadata: a user's own assistant must pass the
+        assistants `read` filter. The graphs' system assistants (langgraph.json) are shared
+        by every user, as on the official server, where runs name them by graph id."""
+        if not isinstance(assistant_id, str) or self.state.graphs.has(assistant_id):
+            return
+        system = {
+            assistants_service.system_assistant_id(g) for g in self.state.graphs.graph_ids()
+        }
+        if assistant_id in system:
+            return
+        found = await self._filter(
+            principal, "assistants", "read", {"assistant_id": assistant_id}
+        )
+        await self._guard("assistant", principal, assistant_id, found)
+
     async def _guard_run(self, principal: Principal, run_id: str, found: dict[str, Any]) -> None:
         runs = self.state.runs
         try:
@@ -368,6 +385,7 @@ class Authorizer:
         }
         found = await self._filter(principal, rule.resource, "create_run", value)
         body["metadata"] = value["metadata"]
+        await self._guard_run_assistant(principal, body.get("assistant_id"))
         if thread_id is not None and not (body.get("if_not_exists") == "create" and found is None):
             await self._guard("thread", principal, thread_id, found)
         return body
