@@ -78,9 +78,16 @@ def test_serve_refuses_an_unimportable_auth_path_in_one_line_naming_it(tmp_path:
     """`auth` is honoured now (issue 20): a path that cannot be imported stops start-up."""
     from tests.e2e.api_server import clean_env, graphkeep
 
-    config = _write(tmp_path, {"auth": {"path": "./auth.py:auth"}})
+    (tmp_path / "g.py").write_text("from app.examples.chat import graph\n")
     env = clean_env(GRAPHKEEP_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'gk.db'}")
-    done = graphkeep("serve", "--port", "0", "--config", str(config), env=env, timeout=60)
-    assert done.returncode == 2
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "./auth.py:auth" in lines[0] and "not found" in lines[0], done.stderr
+    for target, says in (
+        ("./auth.py:auth", "not found"),  # no such file
+        ("./g.py:auth", "has no attribute 'auth'"),
+        ("./g.py:graph", "not a langgraph_sdk.Auth"),
+        ("no_such_module_xyz:auth", "ModuleNotFoundError"),
+    ):
+        config = _write(tmp_path, {"auth": {"path": target}})
+        done = graphkeep("serve", "--port", "0", "--config", str(config), env=env, timeout=60)
+        assert done.returncode == 2
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and target in lines[0] and says in lines[0], done.stderr

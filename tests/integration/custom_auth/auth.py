@@ -60,3 +60,15 @@ async def scope_store(ctx: Auth.types.AuthContext, value: dict) -> None:
     if not namespace or namespace[0] != ctx.user.identity:
         namespace = (ctx.user.identity, *namespace)
     value["namespace"] = namespace
+
+
+@auth.on.assistants.create
+async def assistant_readers(ctx: Auth.types.AuthContext, value: dict) -> None:
+    metadata = value.setdefault("metadata", {})
+    metadata.update({"owner": ctx.user.identity, "readers": [ctx.user.identity]})
+
+
+@auth.on.assistants.search
+async def assistants_shared_with_me(ctx: Auth.types.AuthContext, value: dict) -> dict:
+    # the SDK's membership operator: the stored `readers` list holds the caller
+    return {"readers": {"$contains": ctx.user.identity}}
