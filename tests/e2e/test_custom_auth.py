@@ -37,7 +37,9 @@ def _database(request: pytest.FixtureRequest, tmp: Path) -> str:
 
 
 @pytest.fixture(scope="module", params=DIALECTS)
-def example_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def example_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("custom_auth_example")
     env = {"GRAPHKEEP_CONFIG_FILE": str(OWNER_EXAMPLE)}
     with serve(_database(request, tmp), tmp, workers=1, env=env, name="example") as proc:
@@ -46,7 +48,9 @@ def example_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture(scope="module", params=DIALECTS)
-def test_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def test_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("custom_auth_handlers")
     env = {"GRAPHKEEP_CONFIG_FILE": str(TEST_AUTH), "GRAPHKEEP_AUTH_TENANT_FIELD": "org"}
     with serve(_database(request, tmp), tmp, workers=1, env=env, name="handlers") as proc:
@@ -142,6 +146,7 @@ async def test_tutorial_stream_and_openapi(example_url: str) -> None:
 
 async def test_handler_statuses_never_500(test_url: str) -> None:
     async with httpx.AsyncClient(base_url=test_url) as http:
+
         def as_(token: str) -> dict[str, str]:
             return {"authorization": f"Bearer {token}"}
 
@@ -181,9 +186,7 @@ async def test_contains_operator_and_tenant_field(test_url: str) -> None:
     assert [a["name"] for a in await alice.assistants.search(name=name)] == [name]
     assert await bob.assistants.search(name=name) == []
     # alice shares it: bob's `$contains` filter now admits it in search
-    await alice.assistants.update(
-        assistant["assistant_id"], metadata={"readers": ["alice", "bob"]}
-    )
+    await alice.assistants.update(assistant["assistant_id"], metadata={"readers": ["alice", "bob"]})
     assert [a["name"] for a in await bob.assistants.search(name=name)] == [name]
     assert await bob.assistants.count(name=name) == 1
     # ...but reading it by id is the owner filter's, and another tenant never sees it
