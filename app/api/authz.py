@@ -22,6 +22,7 @@ otherwise read a tenant's data without the user's filters.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ RULES: tuple[Rule, ...] = (
     _rule("POST", "/threads/{thread_id}/commands", "threads", "update", "thread"),
     _rule("POST", "/threads/{thread_id}/copy", "threads", "read", "thread"),
     _rule("POST", "/threads/{thread_id}/{rest}", "threads", "read", "thread"),  # read-like
-    _rule("GET", "/threads/{thread_id}", "threads", "read", "thread"),
+    _rule("GET", "/threads/{thread_id}", "threads", "read", "thread_get"),
     _rule("GET", "/threads/{thread_id}/{rest}", "threads", "read", "thread"),
     # stateless runs
     _rule("POST", "/runs", "threads", "create_run", "create_run"),
@@ -245,9 +246,18 @@ class Authorizer:
     ) -> Any:
         """The body the route gets (possibly changed), or `_Answer`."""
         kind = rule.kind
+        value: dict[str, Any]
+        if kind == "thread_get":
+            # the route's own lookup applies the filter (one query, not two)
+            value = {"thread_id": params["thread_id"], "run_id": None}
+            found = await self._filter(principal, rule.resource, rule.action, value)
+            if found is not None:
+                narrowed = dataclasses.replace(principal, auth_filter=found)
+                scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = narrowed
+            return body
         if kind in ("thread", "assistant", "cron"):
             ident = params[f"{kind}_id"]
-            value: dict[str, Any] = {f"{kind}_id": ident}
+            value = {f"{kind}_id": ident}
             if "run_id" in params:
                 value["run_id"] = params["run_id"]
             if isinstance(body, dict) and rule.action == "update" and "metadata" in body:
@@ -340,14 +350,10 @@ class Authorizer:
         by every user, as on the official server, where runs name them by graph id."""
         if not isinstance(assistant_id, str) or self.state.graphs.has(assistant_id):
             return
-        system = {
-            assistants_service.system_assistant_id(g) for g in self.state.graphs.graph_ids()
-        }
+        system = {assistants_service.system_assistant_id(g) for g in self.state.graphs.graph_ids()}
         if assistant_id in system:
             return
-        found = await self._filter(
-            principal, "assistants", "read", {"assistant_id": assistant_id}
-        )
+        found = await self._filter(principal, "assistants", "read", {"assistant_id": assistant_id})
         await self._guard("assistant", principal, assistant_id, found)
 
     async def _guard_run(self, principal: Principal, run_id: str, found: dict[str, Any]) -> None:

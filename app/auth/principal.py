@@ -20,6 +20,9 @@ class Principal:
     # custom auth: the user the authenticate handler returned (JSON fields), for ctx.user and
     # langgraph_auth_user; not part of equality (two principals are the same caller by ids)
     user: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    # custom auth: the request's resource filter (metadata containment) when the route applies
+    # it in its own lookup (GET /threads/{id}: no second query); None elsewhere
+    auth_filter: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def identity(self) -> str:

@@ -328,3 +328,19 @@ def visibility_statement(
     return select(admitted.label("visible")).where(
         T.tenant_id == tenant_id, T.thread_id == thread_id
     )
+
+
+def filtered_thread_statement(
+    dialect: str, *, tenant_id: str, thread_id: str, auth_filter: JSONObject
+) -> Select[Any]:
+    """The thread's row only when a custom-auth filter admits it (GET /threads/{id})."""
+    return select(threads).where(
+        T.tenant_id == tenant_id,
+        T.thread_id == thread_id,
+        json_contains(dialect, T.metadata, auth_filter),
+    )
+
+
+def filtered_thread_row_pg() -> Select[Any]:
+    """PostgreSQL: `THREAD_ROW` plus a custom-auth filter as one JSONB bind (compiled once)."""
+    return THREAD_ROW.where(T.metadata.op("@>")(bindparam("auth_filter", type_=postgresql.JSONB)))

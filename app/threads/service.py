@@ -99,21 +99,50 @@ def _direct(engine: AsyncEngine) -> _Direct:
 
 
 async def find_thread(
-    engine: AsyncEngine, *, tenant_id: str, thread_id: str, include_ttl: bool = False
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    include_ttl: bool = False,
+    auth_filter: JSONObject | None = None,
 ) -> Thread | None:
-    """The thread (one pre-compiled lookup), or None (also for another tenant's thread)."""
+    """The thread (one pre-compiled lookup), or None (also for another tenant's thread, and
+    one a custom-auth `auth_filter` does not admit: tested in the same statement)."""
+    if auth_filter and engine.dialect.name == "postgresql":
+        # the hot read keeps its direct path: one pre-compiled statement, the filter a bind
+        direct = _direct(engine)
+        statement = direct.run.prepared(("threads.get.filtered",), q.filtered_thread_row_pg)
+        params = {"tenant_id": tenant_id, "thread_id": thread_id, "auth_filter": auth_filter}
+        rows = await direct.run.fetch(statement, params)
+        return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
+    if auth_filter:
+        stmt = q.filtered_thread_statement(
+            engine.dialect.name, tenant_id=tenant_id, thread_id=thread_id, auth_filter=auth_filter
+        )
+        async with read(engine) as conn:
+            row = (await conn.execute(stmt)).first()
+        return q.row_to_thread(row, include_ttl=include_ttl) if row is not None else None
     direct = _direct(engine)
     rows = await direct.run.fetch(direct.row, {"tenant_id": tenant_id, "thread_id": thread_id})
     return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
 
 
 async def get_thread(
-    engine: AsyncEngine, *, tenant_id: str, thread_id: str, include_ttl: bool = False
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    include_ttl: bool = False,
+    auth_filter: JSONObject | None = None,
 ) -> Thread:
-    """The thread, or 404 (also for another tenant's thread)."""
+    """The thread, or 404 (also for another tenant's thread, or one `auth_filter` hides)."""
     thread_id = parse_thread_id(thread_id)
     thread = await find_thread(
-        engine, tenant_id=tenant_id, thread_id=thread_id, include_ttl=include_ttl
+        engine,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        include_ttl=include_ttl,
+        auth_filter=auth_filter,
     )
     if thread is None:
         raise NotFound(f"Thread '{thread_id}' not found")
