@@ -45,9 +45,7 @@ CONFIG = Path(__file__).parent / "custom_auth" / "langgraph.json"
 @asynccontextmanager
 async def open_users(db_url: str) -> AsyncIterator[Tenants]:
     """The app with the custom auth handlers; A = alice, B = bob, both of tenant `acme`."""
-    settings = Settings(
-        database_url=db_url, config_file=CONFIG, auth_tenant_field="org", workers=1
-    )
+    settings = Settings(database_url=db_url, config_file=CONFIG, auth_tenant_field="org", workers=1)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
