@@ -330,15 +330,9 @@ def visibility_statement(
     )
 
 
-def filtered_thread_statement(
-    dialect: str, *, tenant_id: str, thread_id: str, auth_filter: JSONObject
-) -> Select[Any]:
-    """The thread's row only when a custom-auth filter admits it (GET /threads/{id})."""
-    return select(threads).where(
-        T.tenant_id == tenant_id,
-        T.thread_id == thread_id,
-        json_contains(dialect, T.metadata, auth_filter),
-    )
+def filtered_thread_row_sqlite(auth_filter: JSONObject) -> Select[Any]:
+    """SQLite: `THREAD_ROW` plus a custom-auth filter, its values part of the statement."""
+    return THREAD_ROW.where(json_contains("sqlite", T.metadata, auth_filter))
 
 
 def filtered_thread_row_pg() -> Select[Any]:

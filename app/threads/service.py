@@ -6,9 +6,11 @@ tenant's view of the saver (`saver.for_tenant`).
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,23 +110,41 @@ async def find_thread(
 ) -> Thread | None:
     """The thread (one pre-compiled lookup), or None (also for another tenant's thread, and
     one a custom-auth `auth_filter` does not admit: tested in the same statement)."""
-    if auth_filter and engine.dialect.name == "postgresql":
-        # the hot read keeps its direct path: one pre-compiled statement, the filter a bind
+    if auth_filter:
+        # the hot read keeps its direct path (one pre-compiled statement), filter included
         direct = _direct(engine)
-        statement = direct.run.prepared(("threads.get.filtered",), q.filtered_thread_row_pg)
+        statement = _filtered_row_statement(engine, direct, auth_filter)
         params = {"tenant_id": tenant_id, "thread_id": thread_id, "auth_filter": auth_filter}
         rows = await direct.run.fetch(statement, params)
         return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
-    if auth_filter:
-        stmt = q.filtered_thread_statement(
-            engine.dialect.name, tenant_id=tenant_id, thread_id=thread_id, auth_filter=auth_filter
-        )
-        async with read(engine) as conn:
-            row = (await conn.execute(stmt)).first()
-        return q.row_to_thread(row, include_ttl=include_ttl) if row is not None else None
     direct = _direct(engine)
     rows = await direct.run.fetch(direct.row, {"tenant_id": tenant_id, "thread_id": thread_id})
     return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
+
+
+# SQLite spells containment per filter value, so its filtered lookup is compiled per filter
+# (one per user for an owner filter); the most recent ones are kept, a bounded set.
+FILTERED_STATEMENTS_KEPT = 1024
+_FILTERED: weakref.WeakKeyDictionary[AsyncEngine, OrderedDict[str, DirectStatement]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _filtered_row_statement(
+    engine: AsyncEngine, direct: _Direct, auth_filter: JSONObject
+) -> DirectStatement:
+    if engine.dialect.name == "postgresql":  # the filter is one JSONB bind: one statement
+        return direct.run.prepared(("threads.get.filtered",), q.filtered_thread_row_pg)
+    kept = _FILTERED.setdefault(engine, OrderedDict())
+    key = json.dumps(auth_filter, sort_keys=True)
+    found = kept.get(key)
+    if found is None:
+        found = kept[key] = direct.run.prepare(q.filtered_thread_row_sqlite(auth_filter))
+        if len(kept) > FILTERED_STATEMENTS_KEPT:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(key)
+    return found
 
 
 async def get_thread(
