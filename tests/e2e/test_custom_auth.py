@@ -11,6 +11,7 @@ processes, on SQLite and PostgreSQL, with a langgraph.json `auth.path`.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,6 +166,10 @@ async def test_handler_statuses_never_500(test_url: str) -> None:
             f"/threads/{tid}", json={"metadata": {"explode": True}}, headers=as_("alice")
         )
         after = (await http.get(f"/threads/{tid}", headers=as_("alice"))).json()
+        # MCP reads a tenant's data without the user's filters: refused under custom auth
+        mcp = await http.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=as_("alice")
+        )
     assert (none.status_code, none.json()) == (401, {"detail": "no token"})
     assert (bad.status_code, bad.json()) == (401, {"detail": "bad token"})
     assert bad.headers["www-authenticate"] == "Bearer"
@@ -175,6 +180,7 @@ async def test_handler_statuses_never_500(test_url: str) -> None:
     assert (denied.status_code, denied.json()) == (403, {"detail": "Forbidden"})
     assert exploded.status_code == 403 and "handler bug" not in exploded.text
     assert "deny" not in after["metadata"] and "explode" not in after["metadata"]
+    assert mcp.status_code == 403, mcp.text
 
 
 async def test_contains_operator_and_tenant_field(test_url: str) -> None:
@@ -224,3 +230,21 @@ async def test_user_reaches_the_graph(test_url: str) -> None:
     assert user["identity"] == "alice" and user["org"] == "acme"
     assert user["permissions"] == ["threads:write"]
     assert user["method_seen"] == "POST" and user["path_seen"].endswith("/runs/wait")
+
+
+async def test_thread_protocol_websocket_is_authorised(example_url: str) -> None:
+    import websockets
+
+    alice = _client(example_url, "user1-token")
+    tid = (await alice.threads.create())["thread_id"]
+    url = example_url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+    subscribe = {"id": 1, "method": "subscription.subscribe", "params": {"channels": ["lifecycle"]}}
+    as_alice = {"Authorization": "Bearer user1-token"}
+    async with websockets.connect(url, additional_headers=as_alice) as ws:
+        await ws.send(json.dumps(subscribe))
+        assert json.loads(await ws.recv())["type"] == "success"
+    for headers in ({"Authorization": "Bearer user2-token"}, {}):
+        with pytest.raises((websockets.InvalidStatus, websockets.ConnectionClosed)):
+            async with websockets.connect(url, additional_headers=headers) as ws:
+                await ws.send(json.dumps(subscribe))
+                await ws.recv()
