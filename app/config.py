@@ -76,6 +76,11 @@ class Settings(BaseSettings):
     jwt_audience: str | None = Field(None, description="Required `aud` claim.")
     jwt_leeway_seconds: int = Field(30, ge=0, description="Clock skew allowed on exp / nbf.")
     jwt_tenant_claim: str = Field("tenant_id", description="Claim that names the tenant.")
+    auth_tenant_field: str | None = Field(
+        None,
+        description="Custom auth (langgraph.json `auth.path`): the user field naming the "
+        "tenant; unset, every custom-auth user is in tenant `default`.",
+    )
     metrics_token: SecretStr | None = Field(
         None, description="Bearer token required on /metrics when set."
     )

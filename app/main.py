@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
@@ -27,6 +29,7 @@ from app.api import (
 )
 from app.api.allow import AllowHeaderMiddleware
 from app.api.auth import install_auth
+from app.api.authz import CustomAuthzMiddleware
 from app.api.boundary import BoundaryCheckMiddleware
 from app.api.custom_app import install_http_options, server_config
 from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
@@ -37,13 +40,14 @@ from app.api.middleware import BodySizeLimitMiddleware
 from app.api.spec import install_openapi
 from app.assistants.service import ensure_system_assistants
 from app.auth.console_session import CONSOLE_PREFIX
+from app.auth.custom import CustomAuth
 from app.checkpoint import SQLSaver, make_serde
 from app.config import Settings
 from app.console.install import install_console
 from app.crons.scheduler import CronScheduler
 from app.crons.service import CronService
 from app.db.engine import create_engine
-from app.graphs.config import GraphConfigError, ServerConfig
+from app.graphs.config import GraphConfigError, ServerConfig, read_config
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
 from app.protocols.routes import install_protocols
@@ -233,6 +237,24 @@ def _freeze_startup_heap() -> None:
         gc.freeze()
 
 
+def load_custom_auth(settings: Settings) -> tuple[CustomAuth | None, dict[str, Any] | None]:
+    """langgraph.json's `auth`: the loaded handlers (None without `auth.path`) and the
+    `auth.openapi` security section. Raises CustomAuthError naming an unloadable path."""
+    if settings.config_file is None:
+        return None, None
+    config = read_config(settings.config_file)
+    if config.auth_path is None:
+        return None, config.auth_openapi
+    for dep in config.dependencies:  # the auth file may import the project's modules
+        path = (config.base_dir / dep).resolve()
+        if path.is_dir() and str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+    custom = CustomAuth.load(
+        config.auth_path, base_dir=config.base_dir, tenant_field=settings.auth_tenant_field
+    )
+    return custom, config.auth_openapi
+
+
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -258,12 +280,17 @@ def create_app(settings: Settings) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    custom_auth, auth_openapi = load_custom_auth(settings)
+    app.state.custom_auth = custom_auth
     install_error_handlers(app)
-    install_openapi(app)
+    install_openapi(app, auth_openapi)
+    if custom_auth is not None:
+        # innermost: the caller is known and the body checked when the handlers run
+        app.add_middleware(CustomAuthzMiddleware, custom=custom_auth)
     # Inside auth (added before it): a caller is known before its body is read and checked.
     app.add_middleware(BoundaryCheckMiddleware)
     app.add_middleware(AllowHeaderMiddleware)
-    install_auth(app, settings)
+    install_auth(app, settings, custom_auth)
     # Around auth and routing: an exception that escaped becomes a JSON 500 on a connection
     # that stays open (Starlette's outermost handler re-raises, which closes it).
     app.add_middleware(ServerErrorGuard)

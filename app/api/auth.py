@@ -12,6 +12,10 @@ Because the check sits in front of routing, a route that forgets `PrincipalDep` 
 authenticated. Mode `none` (development) treats every caller as tenant `default`, user
 `anonymous`, and ignores `x-api-key`: the official SDK sends `LANGSMITH_API_KEY` on its own.
 
+With langgraph.json's `auth.path` (app/auth/custom.py) its `@auth.authenticate` handler
+replaces both modes; its `@auth.on` handlers run in app/api/authz.py. Without an authenticate
+handler the mode below still authenticates and the `on` handlers see that caller.
+
 Mode `jwt` accepts, in this order:
 1. `Authorization: Bearer <jwt>` (see app/auth/tokens.py), or `Authorization: Bearer gk_...`;
 2. `x-api-key: gk_...` (the SDK's `api_key=`), only when no Authorization header is sent.
@@ -22,12 +26,16 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.api.authz import read_body, replaying
+from app.api.authz_rules import match
 from app.api.docs import PUBLIC_DOCS_PATHS
 from app.api.errors import is_database_unavailable
 from app.auth.apikeys import authenticate_api_key, looks_like_api_key
@@ -38,6 +46,7 @@ from app.auth.console_session import (
     is_public_console_path,
     session_token,
 )
+from app.auth.custom import AuthDenied, CustomAuth
 from app.auth.principal import ANONYMOUS, Principal
 from app.auth.tokens import JWTVerifier
 from app.config import Settings
@@ -88,12 +97,25 @@ def _bearer(headers: Headers) -> str | None:
 class Authenticator:
     """Turns request headers into a Principal for one auth mode."""
 
-    def __init__(self, mode: str, verifier: JWTVerifier | None) -> None:
+    def __init__(
+        self, mode: str, verifier: JWTVerifier | None, custom: CustomAuth | None = None
+    ) -> None:
         self.mode = mode
         self.verifier = verifier
+        # custom auth with an authenticate handler replaces the mode
+        self.custom = custom if custom is not None and custom.has_authenticate else None
 
-    async def authenticate(self, headers: Headers, scope: Scope) -> Principal:
-        """The caller, or `Unauthorized`. Never echoes credentials in the error."""
+    @property
+    def wants_body(self) -> bool:
+        return self.custom is not None and "body" in self.custom.authenticate_params
+
+    async def authenticate(
+        self, headers: Headers, scope: Scope, body: bytes | None = None
+    ) -> Principal:
+        """The caller, or `Unauthorized` (`AuthDenied` from a custom handler). Never echoes
+        credentials in the error."""
+        if self.custom is not None:
+            return await self.custom.authenticate(_provider(headers, scope, body))
         if self.mode == "none":
             return ANONYMOUS
         token = _bearer(headers)
@@ -106,6 +128,37 @@ class Authenticator:
         if principal is None:
             raise Unauthorized(INVALID_API_KEY)
         return principal
+
+
+def _provider(headers: Headers, scope: Scope, body: bytes | None) -> Any:
+    """The parameters the official server injects into `@auth.authenticate`, by name."""
+
+    async def provide(name: str) -> Any:
+        if name == "request":
+            return StarletteRequest(scope)
+        if name == "body":
+            if not body:
+                return None
+            try:
+                return json.loads(body)
+            except ValueError:
+                return None
+        if name == "path":
+            return scope["path"]
+        if name == "method":
+            return scope["method"] if scope["type"] == "http" else "GET"
+        if name == "path_params":
+            found = match(scope.get("method", "GET"), scope["path"])
+            return found[1] if found else {}
+        if name == "query_params":
+            return dict(QueryParams(scope.get("query_string", b"")))
+        if name == "headers":
+            return dict(scope.get("headers") or [])
+        if name == "authorization":
+            return headers.get("authorization")
+        return scope  # "scope"
+
+    return provide
 
 
 def _with_console_session(headers: Headers) -> Headers:
@@ -178,7 +231,7 @@ class AuthMiddleware:
                 principal = await self.authenticator.authenticate(
                     _with_console_session(headers), scope
                 )
-            except Unauthorized:
+            except (Unauthorized, AuthDenied):
                 await _redirect_to_sign_in(send)  # an expired session signs in again
                 return
             if principal.read_only and is_write(method, path) and path not in SESSION_ONLY_PATHS:
@@ -186,8 +239,17 @@ class AuthMiddleware:
                 return
             scope.setdefault("state", {})[PRINCIPAL_SCOPE_KEY] = principal
         elif path not in PUBLIC_PATHS and method != "OPTIONS" and not is_console_path(path):
+            body: bytes | None = None
+            if self.authenticator.wants_body and method in WRITE_METHODS:
+                body = await read_body(receive)
+                if body is None:
+                    return  # the client went away
+                receive = replaying(body, receive)
             try:
-                principal = await self.authenticator.authenticate(headers, scope)
+                principal = await self.authenticator.authenticate(headers, scope, body)
+            except AuthDenied as exc:
+                await _send_json(send, exc.status, exc.detail, exc.headers)
+                return
             except Unauthorized as exc:
                 # RFC 6750: no error code when the request carried no credentials at all
                 challenge = 'Bearer realm="graphkeep"'
@@ -209,10 +271,11 @@ class AuthMiddleware:
         await self.app(scope, receive, send)
 
 
-def build_authenticator(settings: Settings) -> Authenticator:
-    """The authenticator for `settings.auth`; raises AuthConfigError for unusable JWT settings."""
+def build_authenticator(settings: Settings, custom: CustomAuth | None = None) -> Authenticator:
+    """The authenticator for `settings.auth` (or the custom handler); raises AuthConfigError
+    for unusable JWT settings."""
     if settings.auth == "none":
-        return Authenticator("none", None)
+        return Authenticator("none", None, custom)
     verifier = JWTVerifier.from_config(
         algorithms=settings.jwt_algorithms,
         secret=settings.jwt_secret.get_secret_value() if settings.jwt_secret else None,
@@ -223,19 +286,22 @@ def build_authenticator(settings: Settings) -> Authenticator:
         leeway_seconds=settings.jwt_leeway_seconds,
         tenant_claim=settings.jwt_tenant_claim,
     )
-    return Authenticator("jwt", verifier)
+    return Authenticator("jwt", verifier, custom)
 
 
-def install_auth(app: FastAPI, settings: Settings) -> None:
+def install_auth(app: FastAPI, settings: Settings, custom: CustomAuth | None = None) -> None:
     """Add the auth middleware and CORS, and the resolver behind `PrincipalDep`."""
-    authenticator = build_authenticator(settings)
+    authenticator = build_authenticator(settings, custom)
 
     async def resolve_principal(request: Request) -> Principal:
         principal = request.scope.get("state", {}).get(PRINCIPAL_SCOPE_KEY)
         if isinstance(principal, Principal):
             return principal
         # a public path that still asked for the caller: authenticate it the same way
-        return await authenticator.authenticate(request.headers, request.scope)
+        try:
+            return await authenticator.authenticate(request.headers, request.scope)
+        except AuthDenied as exc:
+            raise Unauthorized(exc.detail) from None
 
     app.state.resolve_principal = resolve_principal
     app.state.authenticator = authenticator  # the console's sign-in verifies a token with it

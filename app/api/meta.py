@@ -26,6 +26,13 @@ async def ok() -> dict[str, Any]:
     return {"ok": True}
 
 
+def _auth_info(state: Any) -> dict[str, Any]:
+    custom = state.graphs.config.auth_path
+    if custom is not None:
+        return {"kind": "custom", "path": custom}
+    return {"kind": state.settings.auth}
+
+
 @router.get("/info", operation_id="info")
 async def info(state: AppStateDep) -> dict[str, Any]:
     settings, config = state.settings, state.graphs.config
@@ -44,4 +51,6 @@ async def info(state: AppStateDep) -> dict[str, Any]:
             "a2a": settings.a2a_enabled and not config.http_flag(DISABLE_A2A),
         },
         "host": {"kind": "graphkeep"},
+        # custom auth (langgraph.json `auth.path`), its handler's source; else the built-in mode
+        "auth": _auth_info(state),
     }

@@ -82,7 +82,21 @@ def rewrite(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def install_openapi(app: FastAPI) -> None:
+def with_security(spec: dict[str, Any], auth_openapi: dict[str, Any] | None) -> dict[str, Any]:
+    """langgraph.json's `auth.openapi` (`securitySchemes`, `security`) merged into the spec,
+    as the official server documents a custom auth handler's credentials in /docs."""
+    if not auth_openapi:
+        return spec
+    schemes = auth_openapi.get("securitySchemes")
+    if isinstance(schemes, dict):
+        spec.setdefault("components", {}).setdefault("securitySchemes", {}).update(schemes)
+    security = auth_openapi.get("security")
+    if isinstance(security, list):
+        spec["security"] = security
+    return spec
+
+
+def install_openapi(app: FastAPI, auth_openapi: dict[str, Any] | None = None) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             spec = get_openapi(
@@ -91,7 +105,7 @@ def install_openapi(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
-            app.openapi_schema = rewrite(spec)
+            app.openapi_schema = with_security(rewrite(spec), auth_openapi)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -107,7 +107,13 @@ async def get_thread(
 ) -> Response:
     include_ttl = "ttl" in [part.strip() for part in (include or "").split(",")]
     thread = await service.get_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, include_ttl=include_ttl
+        state.engine,
+        tenant_id=principal.tenant_id,
+        thread_id=thread_id,
+        include_ttl=include_ttl,
+        auth_filter=dict(principal.auth_filter)
+        if principal.auth_filter
+        else None,  # custom auth (app/api/authz.py), in the same query
     )
     return model_response(thread, exclude=None if include_ttl else {"ttl"})
 

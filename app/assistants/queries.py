@@ -14,6 +14,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql
@@ -208,3 +209,14 @@ async def delete_assistant(conn: AsyncConnection, *, tenant_id: str, assistant_i
         delete(assistants).where(A.assistant_id == assistant_id, A.tenant_id == tenant_id)
     )
     return int(result.rowcount or 0)
+
+
+def visibility_statement(
+    dialect: str, *, tenant_id: str, assistant_id: str, auth_filter: JSONObject | None
+) -> Select[Any]:
+    """One row when the tenant may read the assistant: whether a custom-auth filter (a
+    containment object on metadata) admits it. No row: no such assistant."""
+    admitted = json_contains(dialect, A.metadata, auth_filter) if auth_filter else true()
+    return select(admitted.label("visible")).where(
+        visible_to(tenant_id), A.assistant_id == assistant_id
+    )

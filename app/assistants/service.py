@@ -27,6 +27,7 @@ from app.assistants.schemas import (
     AssistantVersionsSearch,
     JSONObject,
 )
+from app.db.access import read
 from app.db.dialect import reader, upsert
 from app.db.direct import service_executor
 from app.db.listing import check_select, check_sort_order, order_by
@@ -410,3 +411,24 @@ async def set_latest_version(
     return await get_assistant(
         engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
     )
+
+
+async def assistant_visibility(
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    assistant_id: str,
+    graphs: GraphRegistry,
+    auth_filter: JSONObject | None,
+) -> bool | None:
+    """Custom auth: None when the tenant cannot read such an assistant, else whether
+    `auth_filter` (a metadata containment object) admits it, tested in SQL."""
+    stmt = q.visibility_statement(
+        engine.dialect.name,
+        tenant_id=tenant_id,
+        assistant_id=resolve_assistant_id(assistant_id, graphs=graphs),
+        auth_filter=auth_filter,
+    )
+    async with read(engine) as conn:
+        row = (await conn.execute(stmt)).first()
+    return None if row is None else bool(row.visible)

@@ -65,20 +65,27 @@ def identity_configurable(principal: Principal) -> dict[str, Any]:
     When the config is rebuilt from stored JSON in a worker, pass it through
     `restore_auth_user` so `runtime.server_info.user` is populated again.
     """
+    # a custom auth handler's user keeps its own fields (and permission order), as on the
+    # official server; the ids and the tenant are always the server's
+    extra = dict(principal.user or {})
+    permissions = list(extra.get("permissions") or sorted(principal.scopes))
     user = AuthUser(
-        identity=principal.user_id,
-        display_name=principal.user_id,
-        is_authenticated=principal.kind != "anonymous",
-        permissions=sorted(principal.scopes),
-        tenant_id=principal.tenant_id,
-        kind=principal.kind,
-        read_only=principal.read_only,
+        {
+            **extra,
+            "identity": principal.user_id,
+            "display_name": extra.get("display_name") or principal.user_id,
+            "is_authenticated": principal.kind != "anonymous",
+            "permissions": permissions,
+            "tenant_id": principal.tenant_id,
+            "kind": principal.kind,
+            "read_only": principal.read_only,
+        }
     )
     trusted = {USER_ID_KEY: principal.user_id} if principal.kind != "anonymous" else {}
     return {
         AUTH_USER_KEY: user,
         AUTH_USER_ID_KEY: principal.user_id,
-        AUTH_PERMISSIONS_KEY: sorted(principal.scopes),
+        AUTH_PERMISSIONS_KEY: permissions,
         TENANT_KEY: principal.tenant_id,
         **trusted,
     }

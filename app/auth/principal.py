@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_TENANT = "default"
 ANONYMOUS_USER = "anonymous"
@@ -14,7 +16,13 @@ class Principal:
     user_id: str
     read_only: bool = False
     scopes: frozenset[str] = field(default_factory=frozenset)
-    kind: str = "anonymous"  # anonymous | jwt | api_key
+    kind: str = "anonymous"  # anonymous | jwt | api_key | custom
+    # custom auth: the user the authenticate handler returned (JSON fields), for ctx.user and
+    # langgraph_auth_user; not part of equality (two principals are the same caller by ids)
+    user: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    # custom auth: the request's resource filter (metadata containment) when the route applies
+    # it in its own lookup (GET /threads/{id}: no second query); None elsewhere
+    auth_filter: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def identity(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, update
+from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, true, update
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -140,3 +140,12 @@ async def advance_many(conn: AsyncConnection, moves: list[JSONObject], *, now: d
     """Move claimed crons on (in the claim's transaction, rows locked by it): one executemany.
     Each move: b_cron_id, b_next_run_date, b_status, b_enabled."""
     await conn.execute(_ADVANCE, [{**move, "b_now": now} for move in moves])
+
+
+def visibility_statement(
+    dialect: str, *, tenant_id: str, cron_id: str, auth_filter: JSONObject | None
+) -> Select[Any]:
+    """One row when the tenant has the cron: whether a custom-auth filter (a containment
+    object on metadata) admits it. No row: no such cron."""
+    admitted = json_contains(dialect, C.metadata, auth_filter) if auth_filter else true()
+    return select(admitted.label("visible")).where(C.tenant_id == tenant_id, C.cron_id == cron_id)

@@ -28,6 +28,7 @@ from app.crons.schemas import (
     CronUpdate,
     cron_json,
 )
+from app.db.access import read
 from app.db.dialect import reader
 from app.db.listing import check_select, check_sort_order
 from app.db.types import utcnow
@@ -224,3 +225,19 @@ class CronService:
         stmt = q.count_statement(self._where(tenant_id, body, None))
         async with reader(self.engine).connect() as conn:
             return int((await conn.execute(stmt)).scalar_one())
+
+
+async def cron_visibility(
+    engine: AsyncEngine, *, tenant_id: str, cron_id: str, auth_filter: JSONObject | None
+) -> bool | None:
+    """Custom auth: None when the tenant has no such cron, else whether `auth_filter` (a
+    metadata containment object) admits it, tested in SQL."""
+    stmt = q.visibility_statement(
+        engine.dialect.name,
+        tenant_id=tenant_id,
+        cron_id=_uuid(cron_id, "cron_id"),
+        auth_filter=auth_filter,
+    )
+    async with read(engine) as conn:
+        row = (await conn.execute(stmt)).first()
+    return None if row is None else bool(row.visible)

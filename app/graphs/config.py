@@ -2,8 +2,9 @@
 
 Every key of the official schema is honoured, refused at start-up with one line, or ignored
 on purpose (build-time keys): app/graphs/config_keys.py, README "langgraph.json keys". An
-unknown key stops start-up too. Security-relevant keys graphkeep does not implement (`auth`,
-`encryption`: UNHONOURED_SECURITY_KEYS) are refused first, with the reason.
+unknown key stops start-up too. Security-relevant keys graphkeep does not implement
+(`encryption`: UNHONOURED_SECURITY_KEYS) are refused first, with the reason. `auth` (`path`,
+`openapi`) is honoured: app/auth/custom.py.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class ServerConfig:
     env: dict[str, str] = field(default_factory=dict)
     store: JSONObject = field(default_factory=dict)  # {"index": {...}, "ttl": {...}}
     checkpointer: JSONObject = field(default_factory=dict)  # {"ttl": {...}}
+    auth: JSONObject = field(default_factory=dict)  # {"path": "./auth.py:auth", "openapi": {}}
     source: Path | None = None  # the file it came from; None for the shipped examples
     raw: JSONObject = field(default_factory=dict)
     http: HttpOptions = field(default_factory=HttpOptions)
@@ -73,6 +75,18 @@ class ServerConfig:
     def store_ttl(self) -> JSONObject | None:
         ttl = self.store.get("ttl")
         return ttl if isinstance(ttl, dict) else None
+
+    @property
+    def auth_path(self) -> str | None:
+        """`auth.path`: the `langgraph_sdk.Auth` object to load ("./auth.py:auth")."""
+        path = self.auth.get("path")
+        return path if isinstance(path, str) and path else None
+
+    @property
+    def auth_openapi(self) -> JSONObject | None:
+        """`auth.openapi`: security schemes and requirements merged into openapi.json."""
+        spec = self.auth.get("openapi")
+        return spec if isinstance(spec, dict) and spec else None
 
     @property
     def checkpointer_ttl(self) -> JSONObject | None:
@@ -134,7 +148,6 @@ def _parse_graph_entry(graph_id: str, value: Any) -> GraphEntry:
 # protection it asked for - so start-up stops, naming the key. (dotted path, what it asks for)
 # Every other key of the schema: app/graphs/config_keys.py (honoured, refused or ignored).
 UNHONOURED_SECURITY_KEYS: tuple[tuple[str, str], ...] = (
-    ("auth", "a custom auth handler (use GRAPHKEEP_AUTH=jwt or API keys)"),
     ("encryption", "a custom encryption handler (use GRAPHKEEP_ENCRYPTION_KEY)"),
 )
 
@@ -202,8 +215,10 @@ def parse_config(data: Any, *, base_dir: Path, source: Path | None = None) -> Se
     if checkpointer.get("ttl") is not None and not isinstance(checkpointer["ttl"], dict):
         raise GraphConfigError(f"{where}: `checkpointer.ttl` must be an object")
 
+    auth = _parse_auth(data.get("auth"), where)
     return ServerConfig(
         base_dir=base_dir,
+        auth=auth,
         graphs=graphs,
         dependencies=tuple(deps_raw),
         env=env,
@@ -222,6 +237,27 @@ def _section(parse: Callable[[Any], _T], value: Any, where: str) -> _T:
         return parse(value)
     except HttpConfigError as exc:
         raise GraphConfigError(f"{where}: {exc.detail.removeprefix('langgraph.json: ')}") from None
+# `auth` keys of the official schema; `disable_studio_auth` and `cache` concern LangSmith
+# Studio and the platform's auth cache, neither of which graphkeep has (README).
+AUTH_KEYS = frozenset({"path", "openapi", "disable_studio_auth", "cache"})
+
+
+def _parse_auth(raw: Any, where: str) -> JSONObject:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise GraphConfigError(f"{where}: `auth` must be an object")
+    unknown = sorted(set(raw) - AUTH_KEYS)
+    if unknown:
+        raise GraphConfigError(f"{where}: `auth.{unknown[0]}` is not a key of the auth section")
+    path = raw.get("path")
+    if path is not None and (not isinstance(path, str) or ":" not in path):
+        raise GraphConfigError(
+            f"{where}: `auth.path` {path!r} is not of the form './auth.py:auth' or 'module:attr'"
+        )
+    if raw.get("openapi") is not None and not isinstance(raw["openapi"], dict):
+        raise GraphConfigError(f"{where}: `auth.openapi` must be an object")
+    return dict(raw)
 
 
 def read_config(path: Path) -> ServerConfig:

@@ -8,7 +8,18 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import LargeBinary, Select, bindparam, cast, delete, func, insert, select, update
+from sqlalchemy import (
+    LargeBinary,
+    Select,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -306,3 +317,24 @@ def storage_statements(dialect: str, *, tenant_id: str, thread_id: str) -> dict[
             ev.thread_id == thread_id, ev.tenant_id == tenant_id
         ),
     }
+
+
+def visibility_statement(
+    dialect: str, *, tenant_id: str, thread_id: str, auth_filter: JSONObject | None
+) -> Select[Any]:
+    """One row when the tenant has the thread: whether a custom-auth filter (a containment
+    object on metadata, app/auth/filters.py) admits it. No row: no such thread."""
+    admitted = json_contains(dialect, T.metadata, auth_filter) if auth_filter else true()
+    return select(admitted.label("visible")).where(
+        T.tenant_id == tenant_id, T.thread_id == thread_id
+    )
+
+
+def filtered_thread_row_sqlite(auth_filter: JSONObject) -> Select[Any]:
+    """SQLite: `THREAD_ROW` plus a custom-auth filter, its values part of the statement."""
+    return THREAD_ROW.where(json_contains("sqlite", T.metadata, auth_filter))
+
+
+def filtered_thread_row_pg() -> Select[Any]:
+    """PostgreSQL: `THREAD_ROW` plus a custom-auth filter as one JSONB bind (compiled once)."""
+    return THREAD_ROW.where(T.metadata.op("@>")(bindparam("auth_filter", type_=postgresql.JSONB)))

@@ -6,9 +6,11 @@ tenant's view of the saver (`saver.for_tenant`).
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from uuid_utils.compat import uuid7
 
 from app.db import sealed
+from app.db.access import read
 from app.db.dialect import reader
 from app.db.direct import DirectExecutor, DirectStatement, service_executor
 from app.db.listing import check_select, check_sort_order, order_by
@@ -98,21 +101,68 @@ def _direct(engine: AsyncEngine) -> _Direct:
 
 
 async def find_thread(
-    engine: AsyncEngine, *, tenant_id: str, thread_id: str, include_ttl: bool = False
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    include_ttl: bool = False,
+    auth_filter: JSONObject | None = None,
 ) -> Thread | None:
-    """The thread (one pre-compiled lookup), or None (also for another tenant's thread)."""
+    """The thread (one pre-compiled lookup), or None (also for another tenant's thread, and
+    one a custom-auth `auth_filter` does not admit: tested in the same statement)."""
+    if auth_filter:
+        # the hot read keeps its direct path (one pre-compiled statement), filter included
+        direct = _direct(engine)
+        statement = _filtered_row_statement(engine, direct, auth_filter)
+        params = {"tenant_id": tenant_id, "thread_id": thread_id, "auth_filter": auth_filter}
+        rows = await direct.run.fetch(statement, params)
+        return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
     direct = _direct(engine)
     rows = await direct.run.fetch(direct.row, {"tenant_id": tenant_id, "thread_id": thread_id})
     return q.row_to_thread(rows[0], include_ttl=include_ttl) if rows else None
 
 
+# SQLite spells containment per filter value, so its filtered lookup is compiled per filter
+# (one per user for an owner filter); the most recent ones are kept, a bounded set.
+FILTERED_STATEMENTS_KEPT = 1024
+_FILTERED: weakref.WeakKeyDictionary[AsyncEngine, OrderedDict[str, DirectStatement]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _filtered_row_statement(
+    engine: AsyncEngine, direct: _Direct, auth_filter: JSONObject
+) -> DirectStatement:
+    if engine.dialect.name == "postgresql":  # the filter is one JSONB bind: one statement
+        return direct.run.prepared(("threads.get.filtered",), q.filtered_thread_row_pg)
+    kept = _FILTERED.setdefault(engine, OrderedDict())
+    key = json.dumps(auth_filter, sort_keys=True)
+    found = kept.get(key)
+    if found is None:
+        found = kept[key] = direct.run.prepare(q.filtered_thread_row_sqlite(auth_filter))
+        if len(kept) > FILTERED_STATEMENTS_KEPT:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(key)
+    return found
+
+
 async def get_thread(
-    engine: AsyncEngine, *, tenant_id: str, thread_id: str, include_ttl: bool = False
+    engine: AsyncEngine,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    include_ttl: bool = False,
+    auth_filter: JSONObject | None = None,
 ) -> Thread:
-    """The thread, or 404 (also for another tenant's thread)."""
+    """The thread, or 404 (also for another tenant's thread, or one `auth_filter` hides)."""
     thread_id = parse_thread_id(thread_id)
     thread = await find_thread(
-        engine, tenant_id=tenant_id, thread_id=thread_id, include_ttl=include_ttl
+        engine,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        include_ttl=include_ttl,
+        auth_filter=auth_filter,
     )
     if thread is None:
         raise NotFound(f"Thread '{thread_id}' not found")
@@ -459,3 +509,19 @@ async def prune_threads(
     if found:
         await saver.for_tenant(tenant_id).aprune(found, strategy="keep_latest")
     return len(found)
+
+
+async def thread_visibility(
+    engine: AsyncEngine, *, tenant_id: str, thread_id: str, auth_filter: JSONObject | None
+) -> bool | None:
+    """Custom auth: None when the tenant has no such thread, else whether `auth_filter` (a
+    metadata containment object) admits it - tested in SQL, the row itself is not read."""
+    stmt = q.visibility_statement(
+        engine.dialect.name,
+        tenant_id=tenant_id,
+        thread_id=parse_thread_id(thread_id),
+        auth_filter=auth_filter,
+    )
+    async with read(engine) as conn:
+        row = (await conn.execute(stmt)).first()
+    return None if row is None else bool(row.visible)

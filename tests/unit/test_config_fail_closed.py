@@ -27,8 +27,6 @@ def _nested(dotted: str, value: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "extra",
     [
-        {"auth": {"path": "./auth.py:auth"}},
-        {"auth": {"disable_studio_auth": True}},
         {"encryption": {"path": "./enc.py:encryption"}},
     ],
 )
@@ -106,12 +104,20 @@ def test_refused_and_unknown_keys_stop_start_up_in_one_line(
     assert "\n" not in info.value.detail and named in info.value.detail, info.value.detail
 
 
-def test_serve_refuses_a_custom_auth_handler_in_one_line(tmp_path: Path) -> None:
+def test_serve_refuses_an_unimportable_auth_path_in_one_line_naming_it(tmp_path: Path) -> None:
+    """`auth` is honoured now (issue 20): a path that cannot be imported stops start-up."""
     from tests.e2e.api_server import clean_env, graphkeep
 
-    config = _write(tmp_path, {"auth": {"path": "./auth.py:auth"}})
+    (tmp_path / "g.py").write_text("from app.examples.chat import graph\n")
     env = clean_env(GRAPHKEEP_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path / 'gk.db'}")
-    done = graphkeep("serve", "--port", "0", "--config", str(config), env=env, timeout=60)
-    assert done.returncode == 2
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "`auth`" in lines[0], done.stderr
+    for target, says in (
+        ("./auth.py:auth", "not found"),  # no such file
+        ("./g.py:auth", "has no attribute 'auth'"),
+        ("./g.py:graph", "not a langgraph_sdk.Auth"),
+        ("no_such_module_xyz:auth", "ModuleNotFoundError"),
+    ):
+        config = _write(tmp_path, {"auth": {"path": target}})
+        done = graphkeep("serve", "--port", "0", "--config", str(config), env=env, timeout=60)
+        assert done.returncode == 2
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and target in lines[0] and says in lines[0], done.stderr
