@@ -16,11 +16,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import redaction
+from app.assistants.service import AssistantService
 from app.config import Settings
 from app.db import migrate, sealed
 from app.db.engine import create_engine, is_sqlite
 from app.db.sealed import KeyMismatch
 from app.errors import SchemaBehind
+from app.threads.service import ThreadService
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,9 @@ class AppState:
     runs: Any = None  # run service / event hub
     workers: Any = None
     keyring: sealed.Keyring = field(default_factory=sealed.Keyring)
+    # the domain services, built once by `open_state` when the steps have attached their parts
+    threads: ThreadService = field(init=False)
+    assistants: AssistantService = field(init=False)
     extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -115,6 +120,10 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
         state.keyring = await ensure_keys(engine, settings)
         for step in steps:
             await step(state)
+        state.threads = ThreadService(
+            engine=engine, graphs=state.graphs, saver=state.saver, store=state.store
+        )
+        state.assistants = AssistantService(engine=engine, graphs=state.graphs)
     except BaseException:
         await state.close()
         raise
