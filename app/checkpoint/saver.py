@@ -69,7 +69,9 @@ class SQLSaver(SyncBridge):
         self._autocommit = reader(engine)
         # put, put_writes and get skip SQLAlchemy's per-execute work (direct.py); on
         # PostgreSQL a put's new blobs ride in the checkpoint statement
-        self._direct = DirectExecutor(self._autocommit, park_seconds=PARK_SECONDS)
+        self._direct = DirectExecutor(
+            self._autocommit, park_seconds=PARK_SECONDS, disposed_with=engine
+        )
         dialect = engine.dialect
         prepare = self._direct.prepare
         self._put = prepare(queries.upsert_checkpoint(dialect, with_blobs=self._one_statement))

@@ -39,8 +39,6 @@ from sqlalchemy.pool import Pool, PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
-from app.db.dialect import reader
-
 _SUPPLIED = object()  # marks a bind whose value comes with each call
 PARK_MAX = 4  # connections an executor keeps checked out between units, at most
 # How long a connection that just finished a unit stays checked out for the next one (the
@@ -78,10 +76,14 @@ class DirectStatement:
         # filter) are expanded here, once
         state = compiled.construct_expanded_state(dict.fromkeys(supplied))
         self.sql = state.statement
-        processors: Mapping[str, Callable[[Any], Any]] = {
-            **compiled._bind_processors,
-            **state.processors,  # those of expanded list elements
-        }
+        # each bind's processor, from its type's implementation for this dialect (what
+        # SQLAlchemy's own execution applies), plus those of expanded list elements
+        processors: dict[str, Callable[[Any], Any]] = {}
+        for bind, name in compiled.bind_names.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                processors[name] = process
+        processors.update(state.processors)
         # (name, processor, constant): a bind the caller supplies, or a literal the statement
         # itself carries (e.g. the `idx < 0` of the writes upsert), processed once here
         self._binds: list[tuple[str, Callable[[Any], Any] | None, Any]] = []
@@ -125,7 +127,9 @@ class DirectStatement:
 
 def _result_processor(type_: Any, dialect: Any) -> Callable[[Any], Any] | None:
     try:
-        processor: Callable[[Any], Any] | None = type_._cached_result_processor(dialect, None)
+        processor: Callable[[Any], Any] | None = type_.dialect_impl(dialect).result_processor(
+            dialect, None
+        )
     except (TypeError, ValueError, LookupError, InvalidRequestError):
         # PostgreSQL's Float picks its processor by the column's type OID, which a compiled
         # statement does not know; asyncpg already returns float8 as a Python float
@@ -170,6 +174,7 @@ class DirectExecutor(Runner):
         *,
         park_seconds: float = 0.0,
         unobserved: AsyncEngine | None = None,
+        disposed_with: AsyncEngine | None = None,
     ) -> None:
         """`park_seconds` > 0: a connection that finished a unit cleanly stays checked out
         (parked, up to PARK_MAX of them) for the next unit for that long after its last use,
@@ -180,6 +185,9 @@ class DirectExecutor(Runner):
         units while no `before_cursor_execute` listener is on `autocommit_engine` (e.g. one
         whose connections start with other session settings); listeners are told of every
         statement on a connection of `autocommit_engine` itself.
+
+        `disposed_with` (required with `park_seconds` > 0): the engine the option engines
+        were derived from; its `dispose()` closes the parked connections.
         """
         self._engine = autocommit_engine
         self._unobserved = unobserved or autocommit_engine
@@ -194,10 +202,10 @@ class DirectExecutor(Runner):
         self._expiry: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Future[Any]] = set()
         if park_seconds > 0:
-            # `dispose()` runs on the engine these options were derived from
-            sync_engine = self._unobserved.sync_engine
-            base = getattr(sync_engine, "_proxied", sync_engine)
-            event.listen(base, "engine_disposed", _unpark_on_dispose(self))
+            if disposed_with is None:
+                raise ValueError("parking connections needs the engine they are disposed with")
+            # `dispose()` runs on the engine the option engines were derived from
+            event.listen(disposed_with.sync_engine, "engine_disposed", _unpark_on_dispose(self))
 
     @property
     def pool(self) -> Pool:
@@ -336,22 +344,6 @@ class DirectExecutor(Runner):
         for pooled, _ in parked:
             pooled.invalidate()  # closes it: its pool is gone, a check-in would not
             pooled.close()
-
-
-_SERVICE_EXECUTORS: weakref.WeakKeyDictionary[AsyncEngine, DirectExecutor] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def service_executor(engine: AsyncEngine) -> DirectExecutor:
-    """One executor per engine for the services' single statements (threads, assistants):
-    autocommit, recently used connections parked, statements compiled once."""
-    found = _SERVICE_EXECUTORS.get(engine)
-    if found is None:
-        found = _SERVICE_EXECUTORS[engine] = DirectExecutor(
-            reader(engine), park_seconds=PARK_SECONDS
-        )
-    return found
 
 
 def _unpark_on_dispose(executor: DirectExecutor) -> Callable[[Any], None]:

@@ -74,6 +74,7 @@ class DirectStore:
             engine.execution_options(**options),
             park_seconds=PARK_SECONDS,
             unobserved=_generic_plan_engine(engine).execution_options(**options),
+            disposed_with=engine,
         )
         prepare = self.executor.prepare
         # values come serialized by validation (the JSON text is bound as it is)

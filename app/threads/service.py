@@ -193,8 +193,8 @@ class ThreadService:
                     await conn.execute(
                         q.PATCH_THREAD_METADATA_PG,
                         {
-                            "tenant_id": tenant_id,
-                            "thread_id": thread_id,
+                            "b_tenant_id": tenant_id,
+                            "b_thread_id": thread_id,
                             "patch": dict(body.metadata or {}),
                             "now": now,
                         },
