@@ -41,6 +41,7 @@ from app.config import Settings
 from app.console.install import install_console
 from app.crons.scheduler import CronScheduler
 from app.crons.service import CronService
+from app.db.direct import Executor
 from app.db.engine import create_engine
 from app.graphs.config import GraphConfigError, ServerConfig
 from app.graphs.registry import load_registry
@@ -58,7 +59,7 @@ startup_log = logging.getLogger("graphkeep.startup")
 
 async def _attach_saver(state: AppState) -> None:
     # No saver.setup(): the schema is Alembic's (ensure_schema has checked or migrated it).
-    state.saver = SQLSaver(state.engine, serde=make_serde(state.keyring))
+    state.saver = SQLSaver(state.engine, serde=make_serde(state.keyring), executor=state.direct)
 
 
 async def _attach_graphs(state: AppState) -> None:
@@ -81,6 +82,7 @@ def _build_store(
     config: ServerConfig,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     pgvector: PgvectorMode = "auto",
+    executor: Executor | None = None,
 ) -> SQLStore:
     """The Store with langgraph.json's `store.index` / `store.ttl` (a bad one stops start-up)."""
     index = config.store_index
@@ -91,6 +93,7 @@ def _build_store(
         ttl=parse_ttl_config(ttl) if ttl else None,
         max_value_bytes=max_value_bytes,
         pgvector=pgvector,
+        executor=executor,
     )
 
 
@@ -102,6 +105,7 @@ async def _attach_store(state: AppState) -> None:
         state.graphs.config,
         state.settings.store_max_value_bytes,
         state.settings.store_pgvector,
+        state.direct,
     )
 
 

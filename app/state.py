@@ -19,6 +19,7 @@ from app import redaction
 from app.assistants.service import AssistantService
 from app.config import Settings
 from app.db import migrate, sealed
+from app.db.direct import DirectExecutor, fast_executor
 from app.db.engine import create_engine, is_sqlite
 from app.db.sealed import KeyMismatch
 from app.errors import SchemaBehind
@@ -40,6 +41,8 @@ class AppState:
     runs: Any = None  # run service / event hub
     workers: Any = None
     keyring: sealed.Keyring = field(default_factory=sealed.Keyring)
+    # the one fast path behind the saver and the Store (app/db/direct.py)
+    direct: DirectExecutor = field(init=False)
     # the domain services, built once by `open_state` when the steps have attached their parts
     threads: ThreadService = field(init=False)
     assistants: AssistantService = field(init=False)
@@ -114,6 +117,7 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
         bounded=True,  # no request or worker step waits past the timeout (app/db/engine.py)
     )
     state = AppState(settings=settings, engine=engine)
+    state.direct = fast_executor(engine)
     try:
         await ensure_schema(engine, settings.database_url)
         redaction.install(redaction.Redactor(settings.redact_keys))

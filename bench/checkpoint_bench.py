@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.checkpoint import SQLSaver, make_serde
 from app.db import migrate
 from app.db.engine import create_engine
+from app.db.portable import PortableExecutor
 
 Config = dict[str, Any]
 BENCH_KEY = "base64:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
@@ -64,13 +65,18 @@ async def pg_database(admin_url: str, prefix: str) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def our_saver(url: str, pool: int, key: str | None = None) -> AsyncIterator[SQLSaver]:
+async def our_saver(
+    url: str, pool: int, key: str | None = None, portable: bool = False
+) -> AsyncIterator[SQLSaver]:
     # at most `pool` connections, like the official saver's pool (max_size=pool): overflow
     # connections would also be opened and closed per operation at 32 threads
     engine = create_engine(url, pool_size=pool, max_overflow=0)
     await migrate.upgrade(engine)
+    # portable: the same statements on SQLAlchemy Core (app/db/portable.py) instead of the
+    # fast path (app/db/direct.py)
+    executor = PortableExecutor(engine) if portable else None
     try:
-        yield SQLSaver(engine, serde=make_serde(key))
+        yield SQLSaver(engine, serde=make_serde(key), executor=executor)
     finally:
         await engine.dispose()
 
@@ -408,6 +414,8 @@ async def main(args: argparse.Namespace) -> None:
             theirs_saver = await stack.enter_async_context(
                 our_saver(theirs_url, args.pool)
                 if args.encryption
+                else our_saver(theirs_url, args.pool, portable=True)
+                if args.portable
                 else official_pg(theirs_url, args.pool)
             )
 
@@ -417,6 +425,8 @@ async def main(args: argparse.Namespace) -> None:
             report(
                 "PostgreSQL: SQLSaver with a key vs without"
                 if args.encryption
+                else "PostgreSQL: SQLSaver fast path vs SQLSaver on Core (portable)"
+                if args.portable
                 else "PostgreSQL: SQLSaver vs AsyncPostgresSaver",
                 ours,
                 theirs,
@@ -429,6 +439,8 @@ async def main(args: argparse.Namespace) -> None:
             other = (
                 our_saver(f"sqlite+aiosqlite:///{tmp}/plain.db", args.pool)
                 if args.encryption
+                else our_saver(f"sqlite+aiosqlite:///{tmp}/core.db", args.pool, portable=True)
+                if args.portable
                 else official_sqlite(os.path.join(tmp, "official.db"))
             )
             async with (
@@ -439,6 +451,8 @@ async def main(args: argparse.Namespace) -> None:
             report(
                 "SQLite: SQLSaver with a key vs without"
                 if args.encryption
+                else "SQLite: SQLSaver fast path vs SQLSaver on Core (portable)"
+                if args.portable
                 else "SQLite: SQLSaver vs AsyncSqliteSaver",
                 ours,
                 theirs,
@@ -472,6 +486,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--pool", type=int, default=10, help="connection pool size for both savers")
     parser.add_argument("--short", action="store_true", help="60 samples, 2 s throughput runs")
+    parser.add_argument(
+        "--portable",
+        action="store_true",
+        help="SQLSaver's fast path against the same saver on SQLAlchemy Core (app/db/portable.py)",
+    )
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument(
