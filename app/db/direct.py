@@ -40,6 +40,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
 from app.db.dialect import reader
+from app.db.driver_errors import translate as _translate
 
 _SUPPLIED = object()  # marks a bind whose value comes with each call
 PARK_MAX = 4  # connections an executor keeps checked out between units, at most
@@ -431,7 +432,7 @@ class DirectSession(Runner):
             else:
                 await _asyncpg_unit(driver, work, out)
         except Exception as error:
-            translated = _translate(adapter, error)
+            translated = _translate(dialect, error)
             if not isinstance(translated, dialect.loaded_dbapi.Error):
                 raise
             broken = dialect.is_disconnect(translated, adapter, None)
@@ -486,15 +487,6 @@ def _sqlite_unit(db: sqlite3.Connection, work: Work, out: list[Any] | None) -> N
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-def _translate(adapter: Any, error: Exception) -> Exception:
-    """The adapter's own translation of a driver error to its DBAPI class."""
-    try:
-        adapter._handle_exception(error)
-    except Exception as translated:
-        return translated
-    return error  # pragma: no cover - the adapter always raises
 
 
 class Units(Protocol):
