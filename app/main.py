@@ -41,8 +41,8 @@ from app.config import Settings
 from app.console.install import install_console
 from app.crons.scheduler import CronScheduler
 from app.crons.service import CronService
-from app.db.direct import Executor
 from app.db.engine import create_engine
+from app.db.executor import Executor
 from app.graphs.config import GraphConfigError, ServerConfig
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers

@@ -40,8 +40,9 @@ from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import DirectStatement, Executor, fast_executor
+from app.db.direct import DirectStatement, fast_executor
 from app.db.engine import create_engine
+from app.db.executor import Executor
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow
 

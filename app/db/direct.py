@@ -29,8 +29,8 @@ import time
 import weakref
 from collections import namedtuple
 from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from contextlib import asynccontextmanager
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, InvalidRequestError, StatementError
@@ -487,22 +487,3 @@ def _sqlite_unit(db: sqlite3.Connection, work: Work, out: list[Any] | None) -> N
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-class Units(Protocol):
-    """Runs units of work: a `Runner` here, or `app.db.portable.PortableExecutor`."""
-
-    async def write(self, *steps: Step) -> None: ...
-
-    async def fetch(self, query: DirectStatement, params: Mapping[str, Any]) -> list[Any]: ...
-
-
-class Executor(Units, Protocol):
-    """What the saver and the Store run their statements on: `DirectExecutor` (the fast
-    path) or `PortableExecutor` (SQLAlchemy Core), which take the same statements and steps."""
-
-    def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement: ...
-
-    def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement: ...
-
-    def session(self) -> AbstractAsyncContextManager[Units]: ...

@@ -47,8 +47,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app import metrics
 from app.db import migrate, sealed
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import Executor, Step, Units
+from app.db.direct import Step
 from app.db.engine import create_engine
+from app.db.executor import Executor, Units
 from app.db.types import utcnow
 from app.errors import InvalidInput
 from app.store import pgvector, queries
