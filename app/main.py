@@ -47,6 +47,7 @@ from app.console.install import install_console
 from app.crons.scheduler import CronScheduler
 from app.crons.service import CronService
 from app.db.engine import create_engine
+from app.db.executor import Executor
 from app.graphs.config import GraphConfigError, ServerConfig, read_config
 from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
@@ -66,7 +67,9 @@ async def _attach_saver(state: AppState) -> None:
     # langgraph.json's `checkpointer.serde` (read here: the graphs are attached after this)
     serde = (await asyncio.to_thread(server_config, state.settings)).serde
     state.saver = SQLSaver(
-        state.engine, serde=make_serde(state.keyring, **serde.serializer_kwargs())
+        state.engine,
+        serde=make_serde(state.keyring, **serde.serializer_kwargs()),
+        executor=state.direct,
     )
 
 
@@ -90,6 +93,7 @@ def _build_store(
     config: ServerConfig,
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     pgvector: PgvectorMode = "auto",
+    executor: Executor | None = None,
 ) -> SQLStore:
     """The Store with langgraph.json's `store.index` / `store.ttl` (a bad one stops start-up)."""
     index = config.store_index
@@ -100,6 +104,7 @@ def _build_store(
         ttl=parse_ttl_config(ttl) if ttl else None,
         max_value_bytes=max_value_bytes,
         pgvector=pgvector,
+        executor=executor,
     )
 
 
@@ -111,6 +116,7 @@ async def _attach_store(state: AppState) -> None:
         state.graphs.config,
         state.settings.store_max_value_bytes,
         state.settings.store_pgvector,
+        state.direct,
     )
 
 

@@ -16,11 +16,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import redaction
+from app.assistants.service import AssistantService
 from app.config import Settings
 from app.db import migrate, sealed
+from app.db.direct import DirectExecutor, fast_executor
 from app.db.engine import create_engine, is_sqlite
 from app.db.sealed import KeyMismatch
 from app.errors import SchemaBehind
+from app.threads.service import ThreadService
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,11 @@ class AppState:
     runs: Any = None  # run service / event hub
     workers: Any = None
     keyring: sealed.Keyring = field(default_factory=sealed.Keyring)
+    # the one fast path behind the saver and the Store (app/db/direct.py)
+    direct: DirectExecutor = field(init=False)
+    # the domain services, built once by `open_state` when the steps have attached their parts
+    threads: ThreadService = field(init=False)
+    assistants: AssistantService = field(init=False)
     extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -109,12 +117,17 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
         bounded=True,  # no request or worker step waits past the timeout (app/db/engine.py)
     )
     state = AppState(settings=settings, engine=engine)
+    state.direct = fast_executor(engine)
     try:
         await ensure_schema(engine, settings.database_url)
         redaction.install(redaction.Redactor(settings.redact_keys))
         state.keyring = await ensure_keys(engine, settings)
         for step in steps:
             await step(state)
+        state.threads = ThreadService(
+            engine=engine, graphs=state.graphs, saver=state.saver, store=state.store
+        )
+        state.assistants = AssistantService(engine=engine, graphs=state.graphs)
     except BaseException:
         await state.close()
         raise

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import random
 import statistics
@@ -36,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.checkpoint import SQLSaver, make_serde
 from app.db import migrate
 from app.db.engine import create_engine
+from app.db.portable import PortableExecutor
 
 Config = dict[str, Any]
 BENCH_KEY = "base64:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
@@ -64,13 +66,18 @@ async def pg_database(admin_url: str, prefix: str) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def our_saver(url: str, pool: int, key: str | None = None) -> AsyncIterator[SQLSaver]:
+async def our_saver(
+    url: str, pool: int, key: str | None = None, portable: bool = False
+) -> AsyncIterator[SQLSaver]:
     # at most `pool` connections, like the official saver's pool (max_size=pool): overflow
     # connections would also be opened and closed per operation at 32 threads
     engine = create_engine(url, pool_size=pool, max_overflow=0)
     await migrate.upgrade(engine)
+    # portable: the same statements on SQLAlchemy Core (app/db/portable.py) instead of the
+    # fast path (app/db/direct.py)
+    executor = PortableExecutor(engine) if portable else None
     try:
-        yield SQLSaver(engine, serde=make_serde(key))
+        yield SQLSaver(engine, serde=make_serde(key), executor=executor)
     finally:
         await engine.dispose()
 
@@ -257,6 +264,51 @@ class Probe:
             pass
 
 
+async def put_rounds(ours: Any, theirs: Any, rounds: int, per_round: int) -> None:
+    """Put steadiness: `rounds` rounds of `per_round` sequential puts on one thread, the two
+    savers alternating round by round; per round puts/s, p95 and the garbage collections
+    (generation 2) that fell in it, then the spread (min-max puts/s) of each side."""
+    gen2 = [0]
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            gen2[0] += 1
+
+    gc.callbacks.append(count)
+    run = uuid.uuid4().hex[:8]
+    probes = (Probe(ours, f"steady-{run}"), Probe(theirs, f"steady-{run}"))
+    per_side: tuple[list[float], list[float]] = ([], [])
+    p95s: tuple[list[float], list[float]] = ([], [])
+    print(f"  put steadiness: {rounds} rounds x {per_round} puts (ours | official)")
+    try:
+        for number in range(rounds):
+            line = []
+            for side, probe in enumerate(probes):
+                gen2[0] = 0
+                samples = []
+                started = time.perf_counter()
+                for _ in range(per_round):
+                    t0 = time.perf_counter()
+                    await probe.put()
+                    samples.append(time.perf_counter() - t0)
+                rate = per_round / (time.perf_counter() - started)
+                p95 = statistics.quantiles(samples, n=20)[-1] * 1000
+                per_side[side].append(rate)
+                p95s[side].append(p95)
+                line.append(f"{rate:7.0f}/s p95 {p95:5.2f}ms gc2 {gen2[0]}")
+            print(f"    round {number + 1:2}: " + " | ".join(line), flush=True)
+    finally:
+        gc.callbacks.remove(count)
+    for side, name in enumerate(("ours", "official")):
+        rates = per_side[side]
+        mid = statistics.median(rates)
+        print(
+            f"  {name}: puts/s min {min(rates):.0f} median {mid:.0f} "
+            f"max {max(rates):.0f} (spread {(max(rates) - min(rates)) / mid:.0%}); "
+            f"p95 median {statistics.median(p95s[side]):.2f}ms"
+        )
+
+
 async def measure(
     ours: Any, theirs: Any, args: argparse.Namespace
 ) -> tuple[dict[str, float], dict[str, float]]:
@@ -408,15 +460,22 @@ async def main(args: argparse.Namespace) -> None:
             theirs_saver = await stack.enter_async_context(
                 our_saver(theirs_url, args.pool)
                 if args.encryption
+                else our_saver(theirs_url, args.pool, portable=True)
+                if args.portable
                 else official_pg(theirs_url, args.pool)
             )
 
+            if args.rounds:
+                await put_rounds(ours_saver, theirs_saver, args.rounds, args.round_puts)
+                return
             ours, theirs = await measure(ours_saver, theirs_saver, args)
             head = await build_delta_thread(ours_saver, "rt-check", 50, 1000)
             trips = await delta_round_trips(ours_saver, head)()
             report(
                 "PostgreSQL: SQLSaver with a key vs without"
                 if args.encryption
+                else "PostgreSQL: SQLSaver fast path vs SQLSaver on Core (portable)"
+                if args.portable
                 else "PostgreSQL: SQLSaver vs AsyncPostgresSaver",
                 ours,
                 theirs,
@@ -429,6 +488,8 @@ async def main(args: argparse.Namespace) -> None:
             other = (
                 our_saver(f"sqlite+aiosqlite:///{tmp}/plain.db", args.pool)
                 if args.encryption
+                else our_saver(f"sqlite+aiosqlite:///{tmp}/core.db", args.pool, portable=True)
+                if args.portable
                 else official_sqlite(os.path.join(tmp, "official.db"))
             )
             async with (
@@ -439,6 +500,8 @@ async def main(args: argparse.Namespace) -> None:
             report(
                 "SQLite: SQLSaver with a key vs without"
                 if args.encryption
+                else "SQLite: SQLSaver fast path vs SQLSaver on Core (portable)"
+                if args.portable
                 else "SQLite: SQLSaver vs AsyncSqliteSaver",
                 ours,
                 theirs,
@@ -472,6 +535,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--pool", type=int, default=10, help="connection pool size for both savers")
     parser.add_argument("--short", action="store_true", help="60 samples, 2 s throughput runs")
+    parser.add_argument(
+        "--portable",
+        action="store_true",
+        help="SQLSaver's fast path against the same saver on SQLAlchemy Core (app/db/portable.py)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="only put steadiness: this many rounds (PostgreSQL)"
+    )
+    parser.add_argument("--round-puts", type=int, default=300, help="puts per steadiness round")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument(

@@ -83,11 +83,9 @@ async def _time(client: httpx.AsyncClient, url: str, rounds: int) -> tuple[float
 
 
 async def _thread_with_checkpoints(state: Any, checkpoints: int) -> str:
-    from app.threads import service
     from app.threads.schemas import ThreadCreate
 
-    thread = await service.create_thread(
-        state.engine,
+    thread = await state.threads.create_thread(
         tenant_id="default",
         body=ThreadCreate(metadata={"graph_id": "counter", "bench": "console"}),
     )

@@ -23,8 +23,8 @@ import random
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -33,6 +33,8 @@ from langgraph.store.base import BaseStore, PutOp
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from sqlalchemy.engine import make_url
 
+from app.db.engine import create_engine
+from app.db.portable import PortableExecutor
 from app.store import SQLStore, queries
 
 ADMIN = os.environ.get("GRAPHKEEP_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -135,6 +137,18 @@ def _literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
+@asynccontextmanager
+async def _portable_store(url: str) -> AsyncIterator[SQLStore]:
+    """SQLStore with its statements on SQLAlchemy Core instead of the fast path."""
+    engine = create_engine(url)
+    try:
+        store = SQLStore(engine, executor=PortableExecutor(engine))
+        await store.setup()
+        yield store
+    finally:
+        await engine.dispose()
+
+
 async def _explain(store: SQLStore, url: str) -> None:
     """EXPLAIN ANALYZE the prefix and filtered searches exactly as SQLStore sends them (its
     compiled statement, the driver's arguments), as a custom plan and as the generic plan
@@ -164,7 +178,7 @@ async def _explain(store: SQLStore, url: str) -> None:
         await conn.close()
 
 
-async def main(sizes: list[int], repeat: int) -> None:
+async def main(sizes: list[int], repeat: int, portable: bool = False) -> None:
     """Each store at each size in a database of its own, all loaded first; then every op is
     sampled on all of them in alternation, so the SQLStore / official ratio and the growth
     from the smallest to the largest size are both measured under the same load."""
@@ -184,6 +198,8 @@ async def main(sizes: list[int], repeat: int) -> None:
             for (kind, size), url in urls.items():
                 if kind == "sqlstore":
                     store: BaseStore = await stack.enter_async_context(SQLStore.from_url(url))
+                elif portable:
+                    store = await stack.enter_async_context(_portable_store(url))
                 else:
                     official = await stack.enter_async_context(
                         AsyncPostgresStore.from_conn_string(url)
@@ -234,5 +250,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument(
+        "--portable",
+        action="store_true",
+        help="the 'official' column is SQLStore on SQLAlchemy Core (app/db/portable.py)",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.sizes, args.repeat))
+    asyncio.run(main(args.sizes, args.repeat, args.portable))

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.lean_route import resource_router
 from app.api.paging import page_response
-from app.assistants import introspection, service
+from app.assistants import introspection
 from app.assistants.schemas import (
     Assistant,
     AssistantCount,
@@ -23,8 +23,8 @@ from app.assistants.schemas import (
     AssistantVersionsSearch,
     GraphSchemas,
 )
+from app.db.ids import parse_uuid
 from app.errors import NotFound
-from app.threads.service import delete_threads_of_assistant
 
 router = resource_router("assistants")
 
@@ -33,18 +33,14 @@ router = resource_router("assistants")
 async def create_assistant(
     body: AssistantCreate, state: AppStateDep, principal: PrincipalDep
 ) -> Assistant:
-    return await service.create_assistant(
-        state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
-    )
+    return await state.assistants.create_assistant(tenant_id=principal.tenant_id, body=body)
 
 
 @router.post("/assistants/search", operation_id="search_assistants")
 async def search_assistants(
     body: AssistantSearch, state: AppStateDep, principal: PrincipalDep
 ) -> JSONResponse:
-    page = await service.search_assistants(
-        state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
-    )
+    page = await state.assistants.search_assistants(tenant_id=principal.tenant_id, body=body)
     return page_response(page.items, has_more=page.has_more, limit=body.limit, offset=body.offset)
 
 
@@ -52,17 +48,15 @@ async def search_assistants(
 async def count_assistants(
     body: AssistantCount, state: AppStateDep, principal: PrincipalDep
 ) -> int:
-    return await service.count_assistants(
-        state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
-    )
+    return await state.assistants.count_assistants(tenant_id=principal.tenant_id, body=body)
 
 
 @router.get("/assistants/{assistant_id}", operation_id="get_assistant", response_model=Assistant)
 async def get_assistant(
     assistant_id: str, state: AppStateDep, principal: PrincipalDep
 ) -> Assistant:
-    return await service.get_assistant(
-        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id, graphs=state.graphs
+    return await state.assistants.get_assistant(
+        tenant_id=principal.tenant_id, assistant_id=assistant_id
     )
 
 
@@ -72,12 +66,10 @@ async def get_assistant(
 async def patch_assistant(
     assistant_id: str, body: AssistantPatch, state: AppStateDep, principal: PrincipalDep
 ) -> Assistant:
-    return await service.patch_assistant(
-        state.engine,
+    return await state.assistants.patch_assistant(
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
         body=body,
-        graphs=state.graphs,
     )
 
 
@@ -89,11 +81,11 @@ async def delete_assistant(
     delete_threads: bool = Query(False),
 ) -> Response:
     """Deletes every version; its in-flight runs are cancelled first."""
-    await service.delete_assistant(
-        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id
+    await state.assistants.delete_assistant(
+        tenant_id=principal.tenant_id, assistant_id=assistant_id
     )
-    active = await service.active_run_ids(
-        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id
+    active = await state.assistants.active_run_ids(
+        tenant_id=principal.tenant_id, assistant_id=assistant_id
     )
     if active and state.runs is not None:
         with suppress(NotFound):  # they may have finished in the meantime
@@ -105,11 +97,9 @@ async def delete_assistant(
                 action="interrupt",
             )
     if delete_threads:
-        await delete_threads_of_assistant(
-            state.engine,
+        await state.threads.delete_threads_of_assistant(
             tenant_id=principal.tenant_id,
-            assistant_id=service.parse_uuid(assistant_id, what="assistant_id"),
-            saver=state.saver,
+            assistant_id=parse_uuid(assistant_id, what="assistant_id"),
         )
     return Response(status_code=204)
 
@@ -122,12 +112,10 @@ async def delete_assistant(
 async def list_versions(
     assistant_id: str, body: AssistantVersionsSearch, state: AppStateDep, principal: PrincipalDep
 ) -> list[AssistantVersion]:
-    return await service.list_versions(
-        state.engine,
+    return await state.assistants.list_versions(
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
         body=body,
-        graphs=state.graphs,
     )
 
 
@@ -139,12 +127,10 @@ async def list_versions(
 async def set_latest(
     assistant_id: str, body: AssistantSetLatest, state: AppStateDep, principal: PrincipalDep
 ) -> Assistant:
-    return await service.set_latest_version(
-        state.engine,
+    return await state.assistants.set_latest_version(
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
         version=body.version,
-        graphs=state.graphs,
     )
 
 
@@ -157,7 +143,10 @@ async def get_schemas(
     assistant_id: str, state: AppStateDep, principal: PrincipalDep
 ) -> GraphSchemas:
     return await introspection.get_schemas(
-        state.engine, tenant_id=principal.tenant_id, assistant_id=assistant_id, graphs=state.graphs
+        state.assistants,
+        tenant_id=principal.tenant_id,
+        assistant_id=assistant_id,
+        graphs=state.graphs,
     )
 
 
@@ -166,7 +155,7 @@ async def get_subgraphs(
     assistant_id: str, state: AppStateDep, principal: PrincipalDep, recurse: bool = Query(False)
 ) -> dict[str, Any]:
     return await introspection.get_subgraphs(
-        state.engine,
+        state.assistants,
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
         namespace=None,
@@ -187,7 +176,7 @@ async def get_subgraphs_by_namespace(
     recurse: bool = Query(False),
 ) -> dict[str, Any]:
     return await introspection.get_subgraphs(
-        state.engine,
+        state.assistants,
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
         namespace=namespace,
@@ -204,7 +193,7 @@ async def get_graph(
     xray: str | None = Query(None, description="true, false or a positive depth"),
 ) -> dict[str, Any]:
     return await introspection.get_graph_drawing(
-        state.engine,
+        state.assistants,
         tenant_id=principal.tenant_id,
         assistant_id=assistant_id,
         xray=xray,

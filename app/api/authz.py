@@ -37,7 +37,6 @@ from app.auth.filters import EMPTY, merge_containment
 from app.auth.principal import Principal
 from app.crons import service as crons_service
 from app.errors import AppError
-from app.threads import service as threads_service
 
 PRINCIPAL_SCOPE_KEY = "graphkeep.principal"
 NOT_UNDER_CUSTOM_AUTH = "this endpoint is not available when a custom auth handler is configured"
@@ -136,16 +135,12 @@ class Authorizer:
         engine = self.state.engine
         try:
             if kind == "thread":
-                seen = await threads_service.thread_visibility(
-                    engine, tenant_id=principal.tenant_id, thread_id=ident, auth_filter=auth_filter
+                seen = await self.state.threads.thread_visibility(
+                    tenant_id=principal.tenant_id, thread_id=ident, auth_filter=auth_filter
                 )
             elif kind == "assistant":
-                seen = await assistants_service.assistant_visibility(
-                    engine,
-                    tenant_id=principal.tenant_id,
-                    assistant_id=ident,
-                    graphs=self.state.graphs,
-                    auth_filter=auth_filter,
+                seen = await self.state.assistants.assistant_visibility(
+                    tenant_id=principal.tenant_id, assistant_id=ident, auth_filter=auth_filter
                 )
             else:
                 seen = await crons_service.cron_visibility(

@@ -57,7 +57,7 @@ def _error(command_id: Any, code: str, message: str) -> dict[str, Any]:
 
 
 def _commands(state: AppState) -> ProtocolCommands:
-    return ProtocolCommands(runs=state.runs)
+    return ProtocolCommands(runs=state.runs, threads=state.threads)
 
 
 async def run_command(

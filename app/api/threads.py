@@ -13,8 +13,6 @@ from app.api.paging import page_response
 from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
-from app.state import AppState
-from app.threads import service
 from app.threads import state as thread_state
 from app.threads.schemas import (
     HistoryRequest,
@@ -30,15 +28,8 @@ from app.threads.schemas import (
     ThreadSearch,
     ThreadState,
 )
-from app.threads.state import GraphStorage
 
 router = resource_router("threads")
-
-
-def _storage(state: AppState) -> GraphStorage:
-    return GraphStorage(
-        engine=state.engine, graphs=state.graphs, saver=state.saver, store=state.store
-    )
 
 
 # The official server's default when a history request gives no limit.
@@ -64,14 +55,14 @@ async def create_thread(
     if body.supersteps:
         updates = StateUpdates(state, principal.tenant_id)
         thread = await thread_state.create_thread_with_supersteps(
-            _storage(state),
+            state.threads.storage,
             tenant_id=principal.tenant_id,
             body=body,
             on_change=updates.record,
         )
         updates.wake()
         return model_response(thread, exclude={"ttl"})
-    thread = await service.create_thread(state.engine, tenant_id=principal.tenant_id, body=body)
+    thread = await state.threads.create_thread(tenant_id=principal.tenant_id, body=body)
     return model_response(thread, exclude={"ttl"})
 
 
@@ -79,22 +70,20 @@ async def create_thread(
 async def search_threads(
     body: ThreadSearch, state: AppStateDep, principal: PrincipalDep
 ) -> JSONResponse:
-    page = await service.search_threads(state.engine, tenant_id=principal.tenant_id, body=body)
+    page = await state.threads.search_threads(tenant_id=principal.tenant_id, body=body)
     return page_response(page.items, has_more=page.has_more, limit=body.limit, offset=body.offset)
 
 
 @router.post("/threads/count", operation_id="count_threads")
 async def count_threads(body: ThreadCount, state: AppStateDep, principal: PrincipalDep) -> int:
-    return await service.count_threads(state.engine, tenant_id=principal.tenant_id, body=body)
+    return await state.threads.count_threads(tenant_id=principal.tenant_id, body=body)
 
 
 @router.post("/threads/prune", operation_id="prune_threads", response_model=PruneResult)
 async def prune_threads(
     body: ThreadPrune, state: AppStateDep, principal: PrincipalDep
 ) -> PruneResult:
-    count = await service.prune_threads(
-        state.engine, tenant_id=principal.tenant_id, body=body, saver=state.saver
-    )
+    count = await state.threads.prune_threads(tenant_id=principal.tenant_id, body=body)
     return PruneResult(pruned_count=count)
 
 
@@ -106,14 +95,12 @@ async def get_thread(
     include: str | None = Query(None, description="comma-separated extras: ttl"),
 ) -> Response:
     include_ttl = "ttl" in [part.strip() for part in (include or "").split(",")]
-    thread = await service.get_thread(
-        state.engine,
+    thread = await state.threads.get_thread(
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         include_ttl=include_ttl,
-        auth_filter=dict(principal.auth_filter)
-        if principal.auth_filter
-        else None,  # custom auth (app/api/authz.py), in the same query
+        # custom auth (app/api/authz.py): applied in the same query
+        auth_filter=dict(principal.auth_filter) if principal.auth_filter else None,
     )
     return model_response(thread, exclude=None if include_ttl else {"ttl"})
 
@@ -126,8 +113,8 @@ async def patch_thread(
     principal: PrincipalDep,
     prefer: str | None = Header(None),
 ) -> Response:
-    thread = await service.patch_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, body=body
+    thread = await state.threads.patch_thread(
+        tenant_id=principal.tenant_id, thread_id=thread_id, body=body
     )
     if prefer and "return=minimal" in prefer.replace(" ", "").lower():
         return Response(status_code=204)
@@ -137,11 +124,9 @@ async def patch_thread(
 @router.delete("/threads/{thread_id}", operation_id="delete_thread", status_code=204)
 async def delete_thread(thread_id: str, state: AppStateDep, principal: PrincipalDep) -> Response:
     """Allowed with a run in flight: the run is cancelled first, then everything goes."""
-    thread = await service.get_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
-    )
-    active = await service.active_run_ids(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread.thread_id
+    thread = await state.threads.get_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
+    active = await state.threads.active_run_ids(
+        tenant_id=principal.tenant_id, thread_id=thread.thread_id
     )
     if active and state.runs is not None:
         with suppress(NotFound):  # they may have finished in the meantime
@@ -152,9 +137,7 @@ async def delete_thread(thread_id: str, state: AppStateDep, principal: Principal
                 status=None,
                 action="interrupt",
             )
-    await service.delete_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, saver=state.saver
-    )
+    await state.threads.delete_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
     return Response(status_code=204)
 
 
@@ -165,9 +148,7 @@ async def delete_thread(thread_id: str, state: AppStateDep, principal: Principal
     response_model_exclude={"ttl"},
 )
 async def copy_thread(thread_id: str, state: AppStateDep, principal: PrincipalDep) -> Thread:
-    return await service.copy_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id, saver=state.saver
-    )
+    return await state.threads.copy_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
 
 
 @router.get(
@@ -181,7 +162,7 @@ async def get_state(
     select: list[str] | None = SELECT_QUERY,
 ) -> Response:
     result = await thread_state.get_state(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         subgraphs=subgraphs,
@@ -200,7 +181,7 @@ async def update_state(
 ) -> StateUpdateResult:
     updates = StateUpdates(state, principal.tenant_id)  # the thread stream's state_update
     result = await thread_state.update_state(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=body,
@@ -219,7 +200,7 @@ async def get_state_at_checkpoint_post(
     thread_id: str, body: StateCheckpointRequest, state: AppStateDep, principal: PrincipalDep
 ) -> Response:
     result = await thread_state.get_state(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         checkpoint=body.checkpoint,
@@ -243,7 +224,7 @@ async def get_state_at_checkpoint(
     select: list[str] | None = SELECT_QUERY,
 ) -> Response:
     result = await thread_state.get_state(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         checkpoint={"checkpoint_id": checkpoint_id},
@@ -264,7 +245,7 @@ async def post_history(
     if "limit" not in body.model_fields_set:
         body = body.model_copy(update={"limit": DEFAULT_HISTORY_LIMIT})
     result = await thread_state.get_history(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=body,
@@ -286,7 +267,7 @@ async def get_history(
     select: list[str] | None = SELECT_QUERY,
 ) -> Response:
     result = await thread_state.get_history(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=HistoryRequest(limit=limit, before=before, select=_query_list(select)),

@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import TypeAdapter
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.assistants.schemas import GraphSchemas, JSONObject
-from app.assistants.service import get_assistant, resolve_assistant_id
+from app.assistants.service import AssistantService, resolve_assistant_id
 from app.errors import ValidationFailed
 from app.graphs.registry import GraphRegistry
 
@@ -42,7 +41,7 @@ def _graph_schemas(graph: Any, graph_id: str) -> GraphSchemas:
 
 
 async def get_subgraphs(
-    engine: AsyncEngine,
+    assistants: AssistantService,
     *,
     tenant_id: str,
     assistant_id: str,
@@ -51,9 +50,7 @@ async def get_subgraphs(
     graphs: GraphRegistry,
 ) -> dict[str, JSONObject]:
     """Schemas of the graph's subgraphs by namespace (LangGraph `aget_subgraphs`)."""
-    assistant = await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
-    )
+    assistant = await assistants.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
     async with graphs.open(
         assistant.graph_id,
         config={"configurable": dict(assistant.context)},
@@ -68,11 +65,9 @@ async def get_subgraphs(
 
 
 async def get_schemas(
-    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
+    assistants: AssistantService, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
 ) -> GraphSchemas:
-    assistant = await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
-    )
+    assistant = await assistants.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
     async with graphs.open(
         assistant.graph_id,
         config={"configurable": dict(assistant.context)},
@@ -100,7 +95,7 @@ def _parse_xray(xray: str | None) -> bool | int:
 
 
 async def get_graph_drawing(
-    engine: AsyncEngine,
+    assistants: AssistantService,
     *,
     tenant_id: str,
     assistant_id: str,
@@ -110,9 +105,7 @@ async def get_graph_drawing(
     """LangGraph's drawable graph as JSON (node `data.id` removed, as the official server)."""
     depth = _parse_xray(xray)
     resolved = resolve_assistant_id(assistant_id, graphs=graphs)
-    assistant = await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=resolved, graphs=graphs
-    )
+    assistant = await assistants.get_assistant(tenant_id=tenant_id, assistant_id=resolved)
     async with graphs.open(
         assistant.graph_id,
         config={"configurable": dict(assistant.context)},

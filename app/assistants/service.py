@@ -6,6 +6,7 @@ and read-only for them: changing a shared assistant would change it for everybod
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -27,14 +28,15 @@ from app.assistants.schemas import (
     AssistantVersionsSearch,
     JSONObject,
 )
-from app.db.access import read
-from app.db.dialect import reader, upsert
-from app.db.direct import service_executor
+from app.db.access import read, transaction
+from app.db.dialect import upsert
+from app.db.ids import parse_uuid
 from app.db.listing import check_select, check_sort_order, order_by
 from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants, runs
 from app.db.types import utcnow
-from app.errors import Conflict, Forbidden, InvalidInput, NotFound, ValidationFailed
+from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.graphs.registry import GraphRegistry
+from app.statuses import RunStatus
 
 # The namespace the official server uses, so default assistant ids match it.
 SYSTEM_ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -45,12 +47,9 @@ def system_assistant_id(graph_id: str) -> str:
     return str(uuid.uuid5(SYSTEM_ASSISTANT_NAMESPACE, graph_id))
 
 
-def parse_uuid(value: str, *, what: str) -> str:
-    """Canonical lowercase UUID text, or 422."""
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
+# One statement object per filter shape (a bounded set), so SQLAlchemy's compiled cache and
+# asyncpg's prepared statements are hit without rebuilding the statement per request.
+_search_statement = functools.lru_cache(maxsize=256)(q.search_statement)
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ def _sync_config_context(
 async def ensure_system_assistants(engine: AsyncEngine, *, graphs: GraphRegistry) -> None:
     """Create (or refresh name/description/config of) the default assistant of every graph."""
     now = utcnow()
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         dialect = conn.dialect.name
         for graph_id in graphs.graph_ids():
             spec = graphs.spec(graph_id)
@@ -121,59 +120,9 @@ def resolve_assistant_id(value: str, *, graphs: GraphRegistry) -> str:
     return parse_uuid(value, what="assistant_id")
 
 
-async def get_assistant(
-    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
-) -> Assistant:
-    """The assistant, or 404 (also when its graph is not registered here)."""
-    assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    async with reader(engine).connect() as conn:
-        row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
-    if row is None or not graphs.has(row.graph_id):
-        raise NotFound(f"Assistant '{assistant_id}' not found")
-    return q.row_to_assistant(row)
-
-
 def _require_graph(graphs: GraphRegistry, graph_id: str) -> None:
     if not graphs.has(graph_id):
         raise NotFound(f"Graph '{graph_id}' not found")
-
-
-async def create_assistant(
-    engine: AsyncEngine, *, tenant_id: str, body: AssistantCreate, graphs: GraphRegistry
-) -> Assistant:
-    _require_graph(graphs, body.graph_id)
-    assistant_id = (
-        parse_uuid(body.assistant_id, what="assistant_id")
-        if body.assistant_id
-        else str(uuid.uuid4())
-    )
-    config, context = _sync_config_context(body.config, body.context)
-    values: JSONObject = {
-        "assistant_id": assistant_id,
-        "graph_id": body.graph_id,
-        "name": body.name or "Untitled",
-        "description": body.description,
-        "config": config,
-        "context": context,
-        "metadata": dict(body.metadata or {}),
-        "version": 1,
-    }
-    try:
-        async with engine.begin() as conn:
-            existing = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
-            if existing is None:
-                # An id taken by another tenant must not be revealed; the insert fails below.
-                await q.insert_assistant(conn, tenant_id=tenant_id, values=values, now=utcnow())
-    except IntegrityError:
-        existing = None
-        raise Conflict(f"Assistant '{assistant_id}' already exists") from None
-    if existing is not None:
-        if body.if_exists == "do_nothing":
-            return q.row_to_assistant(existing)
-        raise Conflict(f"Assistant '{assistant_id}' already exists")
-    return await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
-    )
 
 
 def _own_row(row: Any, assistant_id: str, tenant_id: str) -> None:
@@ -186,249 +135,258 @@ def _own_row(row: Any, assistant_id: str, tenant_id: str) -> None:
         )
 
 
-async def patch_assistant(
-    engine: AsyncEngine,
-    *,
-    tenant_id: str,
-    assistant_id: str,
-    body: AssistantPatch,
-    graphs: GraphRegistry,
-) -> Assistant:
-    """Every patch writes a new version and makes it current."""
-    assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    if body.graph_id is not None:
-        _require_graph(graphs, body.graph_id)
-    async with engine.begin() as conn:
-        row = await q.find_row(
-            conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
-        )
-        _own_row(row, assistant_id, tenant_id)
-        assert row is not None
-        if body.config is not None or body.context is not None:
-            config, context = _sync_config_context(body.config, body.context)
-            if body.config is None:
-                config = {**(row.config or {}), "configurable": context}
-        else:
-            config, context = row.config or {}, row.context or {}
-        version = await q.max_version(conn, tenant_id=tenant_id, assistant_id=assistant_id) + 1
-        values: JSONObject = {
-            "assistant_id": assistant_id,
-            "graph_id": body.graph_id or row.graph_id,
-            "name": body.name if body.name is not None else row.name,
-            "description": body.description if body.description is not None else row.description,
-            "config": config,
-            "context": context,
-            "metadata": {**(row.metadata or {}), **(body.metadata or {})},
-            "version": version,
-        }
-        now = utcnow()
-        await q.insert_version(conn, tenant_id=tenant_id, values=values, now=now)
-        await q.update_assistant(
-            conn,
-            tenant_id=tenant_id,
-            assistant_id=assistant_id,
-            values={**values, "updated_at": now},
-        )
-    return await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
-    )
-
-
-async def active_run_ids(engine: AsyncEngine, *, tenant_id: str, assistant_id: str) -> list[str]:
-    """Pending or running runs of this assistant (cancelled before it is deleted)."""
-    assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    async with reader(engine).connect() as conn:
-        stmt = select(runs.c.run_id).where(
-            runs.c.tenant_id == tenant_id,
-            runs.c.assistant_id == assistant_id,
-            runs.c.status.in_(("pending", "running")),
-        )
-        return list((await conn.execute(stmt)).scalars().all())
-
-
-async def delete_assistant(engine: AsyncEngine, *, tenant_id: str, assistant_id: str) -> None:
-    """Delete the assistant and all its versions (404 if it is not this tenant's)."""
-    assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    async with engine.begin() as conn:
-        row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
-        _own_row(row, assistant_id, tenant_id)
-        await q.delete_assistant(conn, tenant_id=tenant_id, assistant_id=assistant_id)
-
-
 def _graph_filter(graphs: GraphRegistry, graph_id: str | None) -> None:
     if graph_id is not None:
         _require_graph(graphs, graph_id)
 
 
-async def _direct_search(
-    engine: AsyncEngine,
-    tenant_id: str,
-    body: AssistantSearch | AssistantCount,
-    graphs: GraphRegistry,
-    *,
-    count: bool,
-) -> list[Any]:
-    """Search (one page plus one row) or count on PostgreSQL's direct path; compiled once
-    per filter shape and graph-id set (fixed for a server's life)."""
-    run = service_executor(engine)
-    shape: dict[str, Any] = {
-        "graph_ids": tuple(graphs.graph_ids()),
-        "count": count,
-        "metadata": bool(body.metadata),
-        "graph_id": body.graph_id is not None,
-        "name": bool(body.name),
-    }
-    params: dict[str, Any] = {
-        "tenant_id": tenant_id,
-        "metadata": body.metadata,
-        "graph_id": body.graph_id,
-        "name_pattern": q.contains_pattern(body.name) if body.name else None,
-    }
-    if isinstance(body, AssistantSearch):
-        sort_by = body.sort_by if body.sort_by in ASSISTANT_SORT_COLUMNS else None
-        shape |= {"sort_by": sort_by, "sort_order": (body.sort_order or "desc").lower()}
-        params |= {"limit": body.limit + 1, "offset": body.offset}
-    key = ("assistants.search", *sorted(shape.items()))
-    statement = run.prepared(key, lambda: q.search_statement(**shape))
-    return list(await run.fetch(statement, params))
+class AssistantService:
+    """The assistant use cases on one engine, for the graphs registered in this server."""
 
+    def __init__(self, *, engine: AsyncEngine, graphs: GraphRegistry) -> None:
+        self.engine = engine
+        self.graphs = graphs
+        self._postgres = engine.dialect.name == "postgresql"
 
-async def search_assistants(
-    engine: AsyncEngine, *, tenant_id: str, body: AssistantSearch, graphs: GraphRegistry
-) -> Page:
-    fields = check_select(body.select, ASSISTANT_FIELDS)
-    check_sort_order(body.sort_order)
-    _graph_filter(graphs, body.graph_id)
-    if engine.dialect.name == "postgresql":
-        rows = await _direct_search(engine, tenant_id, body, graphs, count=False)
-    else:
-        rows = await _search_rows(engine, tenant_id, body, graphs)
-    items = [q.row_to_assistant(row).model_dump(mode="json") for row in rows[: body.limit]]
-    if fields:
-        items = [{k: item[k] for k in fields} for item in items]
-    return Page(items=items, has_more=len(rows) > body.limit)
+    async def get_assistant(self, *, tenant_id: str, assistant_id: str) -> Assistant:
+        """The assistant, or 404 (also when its graph is not registered here)."""
+        assistant_id = parse_uuid(assistant_id, what="assistant_id")
+        async with read(self.engine) as conn:
+            row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+        if row is None or not self.graphs.has(row.graph_id):
+            raise NotFound(f"Assistant '{assistant_id}' not found")
+        return q.row_to_assistant(row)
 
-
-async def _search_rows(
-    engine: AsyncEngine, tenant_id: str, body: AssistantSearch, graphs: GraphRegistry
-) -> list[Any]:
-    async with reader(engine).connect() as conn:
-        stmt = q.filtered(
-            select(assistants),
-            conn.dialect.name,
-            tenant_id=tenant_id,
-            graph_ids=graphs.graph_ids(),
-            metadata=body.metadata,
-            graph_id=body.graph_id,
-            name=body.name,
+    async def create_assistant(self, *, tenant_id: str, body: AssistantCreate) -> Assistant:
+        _require_graph(self.graphs, body.graph_id)
+        assistant_id = (
+            parse_uuid(body.assistant_id, what="assistant_id")
+            if body.assistant_id
+            else str(uuid.uuid4())
         )
-        columns = {name: assistants.c[name] for name in ASSISTANT_SORT_COLUMNS}
-        stmt = stmt.order_by(
-            *order_by(
-                columns,
-                body.sort_by,
-                body.sort_order,
-                case_insensitive=("name", "graph_id"),
-                tie_breaker=assistants.c.assistant_id,
+        config, context = _sync_config_context(body.config, body.context)
+        values: JSONObject = {
+            "assistant_id": assistant_id,
+            "graph_id": body.graph_id,
+            "name": body.name or "Untitled",
+            "description": body.description,
+            "config": config,
+            "context": context,
+            "metadata": dict(body.metadata or {}),
+            "version": 1,
+        }
+        try:
+            async with transaction(self.engine) as conn:
+                existing = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+                if existing is None:
+                    # An id taken by another tenant must not be revealed; the insert fails below.
+                    await q.insert_assistant(conn, tenant_id=tenant_id, values=values, now=utcnow())
+        except IntegrityError:
+            existing = None
+            raise Conflict(f"Assistant '{assistant_id}' already exists") from None
+        if existing is not None:
+            if body.if_exists == "do_nothing":
+                return q.row_to_assistant(existing)
+            raise Conflict(f"Assistant '{assistant_id}' already exists")
+        return await self.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
+
+    async def patch_assistant(
+        self, *, tenant_id: str, assistant_id: str, body: AssistantPatch
+    ) -> Assistant:
+        """Every patch writes a new version and makes it current."""
+        assistant_id = parse_uuid(assistant_id, what="assistant_id")
+        if body.graph_id is not None:
+            _require_graph(self.graphs, body.graph_id)
+        async with transaction(self.engine) as conn:
+            row = await q.find_row(
+                conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
             )
-        )
-        return list((await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all())
+            _own_row(row, assistant_id, tenant_id)
+            assert row is not None
+            if body.config is not None or body.context is not None:
+                config, context = _sync_config_context(body.config, body.context)
+                if body.config is None:
+                    config = {**(row.config or {}), "configurable": context}
+            else:
+                config, context = row.config or {}, row.context or {}
+            version = await q.max_version(conn, tenant_id=tenant_id, assistant_id=assistant_id) + 1
+            values: JSONObject = {
+                "assistant_id": assistant_id,
+                "graph_id": body.graph_id or row.graph_id,
+                "name": body.name if body.name is not None else row.name,
+                "description": body.description
+                if body.description is not None
+                else row.description,
+                "config": config,
+                "context": context,
+                "metadata": {**(row.metadata or {}), **(body.metadata or {})},
+                "version": version,
+            }
+            now = utcnow()
+            await q.insert_version(conn, tenant_id=tenant_id, values=values, now=now)
+            await q.update_assistant(
+                conn,
+                tenant_id=tenant_id,
+                assistant_id=assistant_id,
+                values={**values, "updated_at": now},
+            )
+        return await self.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
 
+    async def active_run_ids(self, *, tenant_id: str, assistant_id: str) -> list[str]:
+        """Pending or running runs of this assistant (cancelled before it is deleted)."""
+        assistant_id = parse_uuid(assistant_id, what="assistant_id")
+        async with read(self.engine) as conn:
+            stmt = select(runs.c.run_id).where(
+                runs.c.tenant_id == tenant_id,
+                runs.c.assistant_id == assistant_id,
+                runs.c.status.in_((RunStatus.PENDING, RunStatus.RUNNING)),
+            )
+            return list((await conn.execute(stmt)).scalars().all())
 
-async def count_assistants(
-    engine: AsyncEngine, *, tenant_id: str, body: AssistantCount, graphs: GraphRegistry
-) -> int:
-    _graph_filter(graphs, body.graph_id)
-    if engine.dialect.name == "postgresql":
-        rows = await _direct_search(engine, tenant_id, body, graphs, count=True)
-        return int(rows[0].n)
-    async with reader(engine).connect() as conn:
-        stmt = q.filtered(
-            select(func.count()).select_from(assistants),
-            conn.dialect.name,
+    async def delete_assistant(self, *, tenant_id: str, assistant_id: str) -> None:
+        """Delete the assistant and all its versions (404 if it is not this tenant's)."""
+        assistant_id = parse_uuid(assistant_id, what="assistant_id")
+        async with transaction(self.engine) as conn:
+            row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+            _own_row(row, assistant_id, tenant_id)
+            await q.delete_assistant(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+
+    async def _bound_search(
+        self, tenant_id: str, body: AssistantSearch | AssistantCount, *, count: bool
+    ) -> list[Any]:
+        """Search (one page plus one row) or count on PostgreSQL: one statement per filter
+        shape and graph-id set (fixed for a server's life), every value bound."""
+        shape: dict[str, Any] = {
+            "graph_ids": tuple(self.graphs.graph_ids()),
+            "count": count,
+            "metadata": bool(body.metadata),
+            "graph_id": body.graph_id is not None,
+            "name": bool(body.name),
+        }
+        params: dict[str, Any] = {
+            "tenant_id": tenant_id,
+            "metadata": body.metadata,
+            "graph_id": body.graph_id,
+            "name_pattern": q.contains_pattern(body.name) if body.name else None,
+        }
+        if isinstance(body, AssistantSearch):
+            sort_by = body.sort_by if body.sort_by in ASSISTANT_SORT_COLUMNS else None
+            shape |= {"sort_by": sort_by, "sort_order": (body.sort_order or "desc").lower()}
+            params |= {"limit": body.limit + 1, "offset": body.offset}
+        async with read(self.engine) as conn:
+            return list((await conn.execute(_search_statement(**shape), params)).all())
+
+    async def search_assistants(self, *, tenant_id: str, body: AssistantSearch) -> Page:
+        fields = check_select(body.select, ASSISTANT_FIELDS)
+        check_sort_order(body.sort_order)
+        _graph_filter(self.graphs, body.graph_id)
+        if self._postgres:
+            rows = await self._bound_search(tenant_id, body, count=False)
+        else:
+            rows = await self._search_rows(tenant_id, body)
+        items = [q.row_to_assistant(row).model_dump(mode="json") for row in rows[: body.limit]]
+        if fields:
+            items = [{k: item[k] for k in fields} for item in items]
+        return Page(items=items, has_more=len(rows) > body.limit)
+
+    async def _search_rows(self, tenant_id: str, body: AssistantSearch) -> list[Any]:
+        async with read(self.engine) as conn:
+            stmt = q.filtered(
+                select(assistants),
+                conn.dialect.name,
+                tenant_id=tenant_id,
+                graph_ids=self.graphs.graph_ids(),
+                metadata=body.metadata,
+                graph_id=body.graph_id,
+                name=body.name,
+            )
+            columns = {name: assistants.c[name] for name in ASSISTANT_SORT_COLUMNS}
+            stmt = stmt.order_by(
+                *order_by(
+                    columns,
+                    body.sort_by,
+                    body.sort_order,
+                    case_insensitive=("name", "graph_id"),
+                    tie_breaker=assistants.c.assistant_id,
+                )
+            )
+            return list((await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all())
+
+    async def count_assistants(self, *, tenant_id: str, body: AssistantCount) -> int:
+        _graph_filter(self.graphs, body.graph_id)
+        if self._postgres:
+            rows = await self._bound_search(tenant_id, body, count=True)
+            return int(rows[0].n)
+        async with read(self.engine) as conn:
+            stmt = q.filtered(
+                select(func.count()).select_from(assistants),
+                conn.dialect.name,
+                tenant_id=tenant_id,
+                graph_ids=self.graphs.graph_ids(),
+                metadata=body.metadata,
+                graph_id=body.graph_id,
+                name=body.name,
+            )
+            return int((await conn.execute(stmt)).scalar_one())
+
+    async def list_versions(
+        self, *, tenant_id: str, assistant_id: str, body: AssistantVersionsSearch
+    ) -> list[AssistantVersion]:
+        """Versions, newest first (404 for an unknown assistant)."""
+        assistant = await self.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
+        async with read(self.engine) as conn:
+            stmt = q.versions_query(
+                conn.dialect.name,
+                tenant_id=tenant_id,
+                assistant_id=assistant.assistant_id,
+                metadata=body.metadata,
+            )
+            rows = (await conn.execute(stmt.limit(body.limit).offset(body.offset))).all()
+        return [q.row_to_version(row) for row in rows]
+
+    async def set_latest_version(
+        self, *, tenant_id: str, assistant_id: str, version: int
+    ) -> Assistant:
+        """Make an existing version current again (its config, context, metadata, name...)."""
+        assistant_id = parse_uuid(assistant_id, what="assistant_id")
+        async with transaction(self.engine) as conn:
+            row = await q.find_row(
+                conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
+            )
+            _own_row(row, assistant_id, tenant_id)
+            chosen = await q.find_version(
+                conn, tenant_id=tenant_id, assistant_id=assistant_id, version=version
+            )
+            if chosen is None:
+                raise NotFound(f"Assistant '{assistant_id}' has no version {version}")
+            await q.update_assistant(
+                conn,
+                tenant_id=tenant_id,
+                assistant_id=assistant_id,
+                values={
+                    "graph_id": chosen.graph_id,
+                    "name": chosen.name,
+                    "description": chosen.description,
+                    "config": chosen.config,
+                    "context": chosen.context,
+                    "metadata": chosen.metadata,
+                    "version": chosen.version,
+                    "updated_at": utcnow(),
+                },
+            )
+        return await self.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
+
+    async def assistant_visibility(
+        self, *, tenant_id: str, assistant_id: str, auth_filter: JSONObject | None
+    ) -> bool | None:
+        """Custom auth: None when the tenant cannot read such an assistant, else whether
+        `auth_filter` (a metadata containment object) admits it, tested in SQL."""
+        stmt = q.visibility_statement(
+            self.engine.dialect.name,
             tenant_id=tenant_id,
-            graph_ids=graphs.graph_ids(),
-            metadata=body.metadata,
-            graph_id=body.graph_id,
-            name=body.name,
+            assistant_id=resolve_assistant_id(assistant_id, graphs=self.graphs),
+            auth_filter=auth_filter,
         )
-        return int((await conn.execute(stmt)).scalar_one())
-
-
-async def list_versions(
-    engine: AsyncEngine,
-    *,
-    tenant_id: str,
-    assistant_id: str,
-    body: AssistantVersionsSearch,
-    graphs: GraphRegistry,
-) -> list[AssistantVersion]:
-    """Versions, newest first (404 for an unknown assistant)."""
-    assistant = await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
-    )
-    async with reader(engine).connect() as conn:
-        stmt = q.versions_query(
-            conn.dialect.name,
-            tenant_id=tenant_id,
-            assistant_id=assistant.assistant_id,
-            metadata=body.metadata,
-        )
-        rows = (await conn.execute(stmt.limit(body.limit).offset(body.offset))).all()
-    return [q.row_to_version(row) for row in rows]
-
-
-async def set_latest_version(
-    engine: AsyncEngine, *, tenant_id: str, assistant_id: str, version: int, graphs: GraphRegistry
-) -> Assistant:
-    """Make an existing version current again (its config, context, metadata, name...)."""
-    assistant_id = parse_uuid(assistant_id, what="assistant_id")
-    async with engine.begin() as conn:
-        row = await q.find_row(
-            conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
-        )
-        _own_row(row, assistant_id, tenant_id)
-        chosen = await q.find_version(
-            conn, tenant_id=tenant_id, assistant_id=assistant_id, version=version
-        )
-        if chosen is None:
-            raise NotFound(f"Assistant '{assistant_id}' has no version {version}")
-        await q.update_assistant(
-            conn,
-            tenant_id=tenant_id,
-            assistant_id=assistant_id,
-            values={
-                "graph_id": chosen.graph_id,
-                "name": chosen.name,
-                "description": chosen.description,
-                "config": chosen.config,
-                "context": chosen.context,
-                "metadata": chosen.metadata,
-                "version": chosen.version,
-                "updated_at": utcnow(),
-            },
-        )
-    return await get_assistant(
-        engine, tenant_id=tenant_id, assistant_id=assistant_id, graphs=graphs
-    )
-
-
-async def assistant_visibility(
-    engine: AsyncEngine,
-    *,
-    tenant_id: str,
-    assistant_id: str,
-    graphs: GraphRegistry,
-    auth_filter: JSONObject | None,
-) -> bool | None:
-    """Custom auth: None when the tenant cannot read such an assistant, else whether
-    `auth_filter` (a metadata containment object) admits it, tested in SQL."""
-    stmt = q.visibility_statement(
-        engine.dialect.name,
-        tenant_id=tenant_id,
-        assistant_id=resolve_assistant_id(assistant_id, graphs=graphs),
-        auth_filter=auth_filter,
-    )
-    async with read(engine) as conn:
-        row = (await conn.execute(stmt)).first()
-    return None if row is None else bool(row.visible)
+        async with read(self.engine) as conn:
+            row = (await conn.execute(stmt)).first()
+        return None if row is None else bool(row.visible)

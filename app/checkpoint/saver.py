@@ -40,8 +40,9 @@ from app.checkpoint.errors import InvalidCheckpointInput
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import PARK_SECONDS, DirectExecutor, DirectStatement
+from app.db.direct import DirectStatement, fast_executor
 from app.db.engine import create_engine
+from app.db.executor import Executor
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow
 
@@ -59,7 +60,10 @@ class SQLSaver(SyncBridge):
         *,
         tenant_id: str = "default",
         serde: SerializerProtocol | None = None,
+        executor: Executor | None = None,
     ) -> None:
+        """`executor`: what put, put_writes, get and one-page lists run on (the server passes
+        its one fast-path executor, `AppState.direct`; None: the saver's own)."""
         super().__init__(serde=serde or make_serde(None))
         self.engine = engine
         self.tenant_id = check_text(tenant_id, "tenant_id")
@@ -69,7 +73,7 @@ class SQLSaver(SyncBridge):
         self._autocommit = reader(engine)
         # put, put_writes and get skip SQLAlchemy's per-execute work (direct.py); on
         # PostgreSQL a put's new blobs ride in the checkpoint statement
-        self._direct = DirectExecutor(self._autocommit, park_seconds=PARK_SECONDS)
+        self._direct: Executor = executor or fast_executor(engine)
         dialect = engine.dialect
         prepare = self._direct.prepare
         self._put = prepare(queries.upsert_checkpoint(dialect, with_blobs=self._one_statement))

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 
 from app.assistants import introspection
-from app.assistants import service as assistants
 from app.assistants.schemas import AssistantSearch, AssistantVersionsSearch
 from app.auth.console_session import CONSOLE_PREFIX, SESSION_COOKIE
 from app.console.render import ConsoleRoute, PrincipalDep, app_state, error_page, form, page
@@ -17,7 +16,6 @@ from app.errors import InvalidInput, Unauthorized
 from app.runs.overview import runs_overview
 from app.runs.schemas import RunCreate
 from app.store.stats import count_items
-from app.threads import service as threads
 from app.threads.schemas import ThreadCreate, ThreadSearch
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
@@ -96,8 +94,8 @@ async def thread_list(
         sort_order=order,
         select=["thread_id", "status", "metadata", "created_at", "updated_at"],
     )
-    found = await threads.search_threads(
-        app_state(request).engine, tenant_id=principal.tenant_id, body=body
+    found = await app_state(request).threads.search_threads(
+        tenant_id=principal.tenant_id, body=body
     )
     return page(
         request,
@@ -112,8 +110,8 @@ async def thread_list(
 @router.get(f"{CONSOLE_PREFIX}/interrupts")
 async def interrupts(request: Request, principal: PrincipalDep) -> HTMLResponse:
     body = ThreadSearch(status="interrupted", limit=50, sort_by="updated_at", sort_order="desc")
-    found = await threads.search_threads(
-        app_state(request).engine, tenant_id=principal.tenant_id, body=body
+    found = await app_state(request).threads.search_threads(
+        tenant_id=principal.tenant_id, body=body
     )
     # a thread paused by interrupt_before/after or a fork has no payload to answer
     waiting = [thread for thread in found.items if thread.get("interrupts")]
@@ -172,11 +170,9 @@ async def assistants_page(
     request: Request, principal: PrincipalDep, selected: str = Query("", max_length=255, alias="id")
 ) -> HTMLResponse:
     state = app_state(request)
-    found = await assistants.search_assistants(
-        state.engine,
+    found = await state.assistants.search_assistants(
         tenant_id=principal.tenant_id,
         body=AssistantSearch(limit=100, sort_by="created_at", sort_order="asc"),
-        graphs=state.graphs,
     )
     items = found.items
     current = next((a for a in items if a["assistant_id"] == selected), None) or (
@@ -186,18 +182,16 @@ async def assistants_page(
     versions: list[Any] = []
     if current is not None:
         drawing = await introspection.get_graph_drawing(
-            state.engine,
+            state.assistants,
             tenant_id=principal.tenant_id,
             assistant_id=current["assistant_id"],
             xray=None,
             graphs=state.graphs,
         )
-        versions = await assistants.list_versions(
-            state.engine,
+        versions = await state.assistants.list_versions(
             tenant_id=principal.tenant_id,
             assistant_id=current["assistant_id"],
             body=AssistantVersionsSearch(limit=20),
-            graphs=state.graphs,
         )
     return page(
         request,
@@ -257,8 +251,8 @@ async def chat(request: Request, principal: PrincipalDep, assistant_id: str) -> 
     state = app_state(request)
     thread_id = fields.get("thread_id") or None
     if thread_id is None:
-        thread = await threads.create_thread(
-            state.engine, tenant_id=principal.tenant_id, body=ThreadCreate()
+        thread = await state.threads.create_thread(
+            tenant_id=principal.tenant_id, body=ThreadCreate()
         )
         thread_id = thread.thread_id
     run = await state.runs.create(

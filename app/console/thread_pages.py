@@ -17,11 +17,8 @@ from app.console.values import diff_values
 from app.errors import InvalidInput, NotFound
 from app.runs.schemas import RunCreate
 from app.runs.thread_stream import StateUpdateEvents
-from app.state import AppState
-from app.threads import service as threads
 from app.threads import state as thread_state
 from app.threads.schemas import StateUpdate
-from app.threads.state import GraphStorage
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 THREAD = f"{CONSOLE_PREFIX}/threads/{{thread_id}}"
@@ -29,12 +26,6 @@ TREE_PAGE = 200
 RUNS_SHOWN = 20
 EVENTS_SHOWN = 200
 MAX_ID = 64
-
-
-def _storage(state: AppState) -> GraphStorage:
-    return GraphStorage(
-        engine=state.engine, graphs=state.graphs, saver=state.saver, store=state.store
-    )
 
 
 def _checkpoint_id(value: str | None, what: str = "checkpoint") -> str:
@@ -55,7 +46,7 @@ async def _state_at(
 ) -> dict[str, Any]:
     ref = {"checkpoint_id": checkpoint_id, "checkpoint_ns": ns} if checkpoint_id else None
     return await thread_state.get_state(
-        _storage(app_state(request)), tenant_id=tenant_id, thread_id=thread_id, checkpoint=ref
+        app_state(request).threads.storage, tenant_id=tenant_id, thread_id=thread_id, checkpoint=ref
     )
 
 
@@ -67,9 +58,7 @@ async def thread_page(
     new: str = Query("", max_length=MAX_ID),
 ) -> HTMLResponse:
     state = app_state(request)
-    thread = await threads.get_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
-    )
+    thread = await state.threads.get_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
     current = await _state_at(request, principal.tenant_id, thread.thread_id, None)
     runs = await state.runs.list_runs(
         tenant_id=principal.tenant_id,
@@ -101,9 +90,7 @@ async def tree(
     new: str = Query("", max_length=MAX_ID),
 ) -> HTMLResponse:
     state = app_state(request)
-    thread = await threads.get_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
-    )
+    thread = await state.threads.get_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
     found = await tree_page(
         state.engine,
         tenant_id=principal.tenant_id,
@@ -184,7 +171,7 @@ async def fork(request: Request, principal: PrincipalDep, thread_id: str) -> Res
     state = app_state(request)
     events = StateUpdateEvents(state.runs.hub, principal.tenant_id)
     result = await thread_state.update_state(
-        _storage(state),
+        state.threads.storage,
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         body=StateUpdate(values=values, as_node=as_node, checkpoint_id=checkpoint_id),
@@ -195,9 +182,7 @@ async def fork(request: Request, principal: PrincipalDep, thread_id: str) -> Res
 
 
 async def _graph_of(request: Request, tenant_id: str, thread_id: str) -> str:
-    thread = await threads.get_thread(
-        app_state(request).engine, tenant_id=tenant_id, thread_id=thread_id
-    )
+    thread = await app_state(request).threads.get_thread(tenant_id=tenant_id, thread_id=thread_id)
     graph_id = thread.metadata.get("graph_id")
     if not isinstance(graph_id, str):
         raise InvalidInput("this thread has no graph yet")
@@ -241,11 +226,9 @@ async def delete(request: Request, principal: PrincipalDep, thread_id: str) -> R
     if fields.get("confirm") != thread_id:
         raise InvalidInput("type the thread id to confirm the delete")
     state = app_state(request)
-    thread = await threads.get_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread_id
-    )
-    active = await threads.active_run_ids(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread.thread_id
+    thread = await state.threads.get_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
+    active = await state.threads.active_run_ids(
+        tenant_id=principal.tenant_id, thread_id=thread.thread_id
     )
     if active:
         with suppress(NotFound):
@@ -256,9 +239,7 @@ async def delete(request: Request, principal: PrincipalDep, thread_id: str) -> R
                 status=None,
                 action="interrupt",
             )
-    await threads.delete_thread(
-        state.engine, tenant_id=principal.tenant_id, thread_id=thread.thread_id, saver=state.saver
-    )
+    await state.threads.delete_thread(tenant_id=principal.tenant_id, thread_id=thread.thread_id)
     return _redirect(request, CONSOLE_PREFIX)
 
 

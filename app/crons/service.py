@@ -7,7 +7,6 @@ nothing. The cron keeps its creator's user id; its firings run as that identity.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +29,7 @@ from app.crons.schemas import (
 )
 from app.db.access import read
 from app.db.dialect import reader
+from app.db.ids import parse_uuid
 from app.db.listing import check_select, check_sort_order
 from app.db.types import utcnow
 from app.errors import InvalidInput, NotFound, ValidationFailed
@@ -37,13 +37,6 @@ from app.runs import prepare
 from app.runs.schemas import RunCreate, new_run_id
 
 JSONObject = dict[str, Any]
-
-
-def _uuid(value: str, what: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
 
 
 def _aware(value: datetime) -> datetime:
@@ -105,7 +98,7 @@ class CronService:
             if assistant is None or not self.graphs.has(assistant.graph_id):
                 raise NotFound(f"Assistant '{assistant_id}' not found")
             if thread_id is not None:
-                thread_id = _uuid(thread_id, "thread_id")
+                thread_id = parse_uuid(thread_id, what="thread_id")
                 if not await q.thread_exists(conn, tenant_id=tenant_id, thread_id=thread_id):
                     raise NotFound(f"Thread '{thread_id}' not found")
             row = await q.insert_cron(
@@ -134,7 +127,7 @@ class CronService:
         return cron_json(row)
 
     async def get(self, *, tenant_id: str, cron_id: str) -> JSONObject:
-        cron_id = _uuid(cron_id, "cron_id")
+        cron_id = parse_uuid(cron_id, what="cron_id")
         async with reader(self.engine).connect() as conn:
             row = await q.find_cron(conn, tenant_id=tenant_id, cron_id=cron_id)
         if row is None:
@@ -142,7 +135,7 @@ class CronService:
         return cron_json(row)
 
     async def update(self, *, tenant_id: str, cron_id: str, body: CronUpdate) -> JSONObject:
-        cron_id = _uuid(cron_id, "cron_id")
+        cron_id = parse_uuid(cron_id, what="cron_id")
         fields = body.model_fields_set
         if not fields:
             raise InvalidInput("empty update: send at least one field")
@@ -191,7 +184,7 @@ class CronService:
         return cron_json(updated)
 
     async def delete(self, *, tenant_id: str, cron_id: str) -> None:
-        cron_id = _uuid(cron_id, "cron_id")
+        cron_id = parse_uuid(cron_id, what="cron_id")
         async with self.engine.begin() as conn:
             if not await q.delete_cron(conn, tenant_id=tenant_id, cron_id=cron_id):
                 raise NotFound(f"Cron '{cron_id}' not found")
@@ -235,7 +228,7 @@ async def cron_visibility(
     stmt = q.visibility_statement(
         engine.dialect.name,
         tenant_id=tenant_id,
-        cron_id=_uuid(cron_id, "cron_id"),
+        cron_id=parse_uuid(cron_id, what="cron_id"),
         auth_filter=auth_filter,
     )
     async with read(engine) as conn:

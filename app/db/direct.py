@@ -40,6 +40,7 @@ from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
 from app.db.dialect import reader
+from app.db.driver_errors import translate as _translate
 
 _SUPPLIED = object()  # marks a bind whose value comes with each call
 PARK_MAX = 4  # connections an executor keeps checked out between units, at most
@@ -64,6 +65,8 @@ class DirectStatement:
         self, statement: ClauseElement, engine: AsyncEngine, raw: Collection[str] = ()
     ) -> None:
         dialect = engine.dialect
+        self.statement: Any = statement  # for the portable path (app/db/portable.py)
+        self.raw = frozenset(raw)
         compiled: Any = statement.compile(dialect=dialect)  # a SQLCompiler
         if compiled.positiontup is None:
             raise ValueError("DirectStatement needs a positional paramstyle")
@@ -78,10 +81,14 @@ class DirectStatement:
         # filter) are expanded here, once
         state = compiled.construct_expanded_state(dict.fromkeys(supplied))
         self.sql = state.statement
-        processors: Mapping[str, Callable[[Any], Any]] = {
-            **compiled._bind_processors,
-            **state.processors,  # those of expanded list elements
-        }
+        # each bind's processor, from its type's implementation for this dialect (what
+        # SQLAlchemy's own execution applies), plus those of expanded list elements
+        processors: dict[str, Callable[[Any], Any]] = {}
+        for bind, name in compiled.bind_names.items():
+            process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if process is not None:
+                processors[name] = process
+        processors.update(state.processors)
         # (name, processor, constant): a bind the caller supplies, or a literal the statement
         # itself carries (e.g. the `idx < 0` of the writes upsert), processed once here
         self._binds: list[tuple[str, Callable[[Any], Any] | None, Any]] = []
@@ -125,7 +132,9 @@ class DirectStatement:
 
 def _result_processor(type_: Any, dialect: Any) -> Callable[[Any], Any] | None:
     try:
-        processor: Callable[[Any], Any] | None = type_._cached_result_processor(dialect, None)
+        processor: Callable[[Any], Any] | None = type_.dialect_impl(dialect).result_processor(
+            dialect, None
+        )
     except (TypeError, ValueError, LookupError, InvalidRequestError):
         # PostgreSQL's Float picks its processor by the column's type OID, which a compiled
         # statement does not know; asyncpg already returns float8 as a Python float
@@ -159,6 +168,26 @@ class Runner:
         return query.rows(raw)
 
 
+# The saver's and the Store's statements never plan better with their values: a checkpoint
+# or item by key, a namespace's key range. Yet PostgreSQL re-plans a prepared statement on every
+# execution while its generic plan's estimate looks worse than the custom plans': with 100,000
+# Store items (a prefix range then estimated at 500 rows) it kept custom plans, ~50 us of
+# planning per search, which made searches grow with the table. Connections serving the fast
+# path plan once; the setting is reset before they go back to the engine's pool.
+GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
+
+
+def fast_executor(engine: AsyncEngine) -> DirectExecutor:
+    """The fast path for the saver and the Store on `engine`'s own pool: autocommit, recently
+    used connections parked, generic plans (the server builds one: `AppState.direct`)."""
+    return DirectExecutor(
+        reader(engine),
+        park_seconds=PARK_SECONDS,
+        disposed_with=engine,
+        session_settings=GENERIC_PLANS,
+    )
+
+
 class DirectExecutor(Runner):
     """Runs `DirectStatement`s on connections of an engine opened with the autocommit
     options of `app.db.dialect.autocommit_read_options` (PostgreSQL: AUTOCOMMIT; SQLite: no
@@ -169,40 +198,51 @@ class DirectExecutor(Runner):
         autocommit_engine: AsyncEngine,
         *,
         park_seconds: float = 0.0,
-        unobserved: AsyncEngine | None = None,
+        disposed_with: AsyncEngine | None = None,
+        session_settings: Mapping[str, str] | None = None,
     ) -> None:
         """`park_seconds` > 0: a connection that finished a unit cleanly stays checked out
         (parked, up to PARK_MAX of them) for the next unit for that long after its last use,
         sparing the pool's checkout and checkin (most of a small unit's CPU); it goes back to
         the pool when idle that long, after a failed unit, and on `engine.dispose()`.
 
-        `unobserved` (same dialect, autocommit options too): the engine whose pool serves
-        units while no `before_cursor_execute` listener is on `autocommit_engine` (e.g. one
-        whose connections start with other session settings); listeners are told of every
-        statement on a connection of `autocommit_engine` itself.
+        `disposed_with` (required with `park_seconds` > 0): the engine the option engines
+        were derived from; its `dispose()` closes the parked connections.
+
+        `session_settings` (PostgreSQL, with `park_seconds` > 0): settings a connection takes
+        while it serves this executor (SET when taken from the pool, RESET before it goes
+        back, so the pool's other users never see them); parking makes that once per burst.
         """
         self._engine = autocommit_engine
-        self._unobserved = unobserved or autocommit_engine
         self._dialect = autocommit_engine.dialect
         self._sqlite = self._dialect.name == "sqlite"
         if not self._sqlite and self._dialect.driver != "asyncpg":
             raise ValueError("DirectExecutor runs on asyncpg or aiosqlite")
         self._park_seconds = park_seconds
+        settings = dict(session_settings or {}) if not self._sqlite else {}
+        if settings and park_seconds <= 0:
+            raise ValueError("session settings need parking (park_seconds > 0)")
+        for name, value in settings.items():
+            if not name.isidentifier() or not value.replace("_", "").isalnum():
+                raise ValueError(f"bad session setting {name}={value}")
+        # simple-query protocol (no arguments): several statements in one round trip
+        self._set_sql = "; ".join(f"SET {k} = {v}" for k, v in settings.items())
+        self._reset_sql = "; ".join(f"RESET {k}" for k in settings)
         self._prepared: dict[Hashable, DirectStatement] = {}
         self._parked: list[tuple[PoolProxiedConnection, float]] = []  # (connection, idle since)
         self._park_loop: asyncio.AbstractEventLoop | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Future[Any]] = set()
         if park_seconds > 0:
-            # `dispose()` runs on the engine these options were derived from
-            sync_engine = self._unobserved.sync_engine
-            base = getattr(sync_engine, "_proxied", sync_engine)
-            event.listen(base, "engine_disposed", _unpark_on_dispose(self))
+            if disposed_with is None:
+                raise ValueError("parking connections needs the engine they are disposed with")
+            # `dispose()` runs on the engine the option engines were derived from
+            event.listen(disposed_with.sync_engine, "engine_disposed", _unpark_on_dispose(self))
 
     @property
     def pool(self) -> Pool:
-        """The pool that serves units no listener observes (where connections park)."""
-        return self._unobserved.sync_engine.pool
+        """The engine's pool (where this executor's connections come from and go back)."""
+        return self._engine.sync_engine.pool
 
     def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
         return DirectStatement(statement, self._engine, raw)
@@ -235,7 +275,7 @@ class DirectExecutor(Runner):
 
     def _checked_out_unit(self, work: Work, out: list[Any] | None) -> None:
         try:
-            pooled = self._unobserved.sync_engine.raw_connection()
+            pooled = self._engine.sync_engine.raw_connection()
         except self._dialect.loaded_dbapi.Error as error:
             raise self._connect_error(error) from error
         try:
@@ -269,15 +309,31 @@ class DirectExecutor(Runner):
         pooled = self._unpark()
         if pooled is None:
             try:
-                pooled = await self._unobserved.raw_connection()
+                pooled = await self._engine.raw_connection()
             except self._dialect.loaded_dbapi.Error as error:
                 raise self._connect_error(error) from error
+            if self._set_sql:
+                try:
+                    await pooled.driver_connection.execute(self._set_sql)  # type: ignore[union-attr]
+                except BaseException:
+                    await greenlet_spawn(pooled.invalidate)
+                    await greenlet_spawn(pooled.close)
+                    raise
         return pooled
+
+    async def _return(self, pooled: PoolProxiedConnection) -> None:
+        """Back to the pool, without this executor's session settings."""
+        if self._reset_sql and pooled.is_valid:
+            try:
+                await pooled.driver_connection.execute(self._reset_sql)  # type: ignore[union-attr]
+            except Exception:
+                await greenlet_spawn(pooled.invalidate)  # unknown settings: never reused
+        await greenlet_spawn(pooled.close)
 
     async def _release(self, pooled: PoolProxiedConnection, clean: bool) -> None:
         """Park a connection that finished cleanly, else return it to the pool."""
         if not (clean and self._park(pooled)):
-            await greenlet_spawn(pooled.close)
+            await self._return(pooled)
 
     def _connect_error(self, error: Exception) -> StatementError:
         """A failed connect as the `DBAPIError` SQLAlchemy's `Connection` would raise (a raw
@@ -320,7 +376,7 @@ class DirectExecutor(Runner):
         idle = [pooled for pooled, since in self._parked if now - since >= self._park_seconds]
         self._parked = [(p, since) for p, since in self._parked if now - since < self._park_seconds]
         for pooled in idle:
-            closing = asyncio.ensure_future(greenlet_spawn(pooled.close))
+            closing = asyncio.ensure_future(self._return(pooled))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
         if self._parked and self._park_loop is not None:
@@ -336,22 +392,6 @@ class DirectExecutor(Runner):
         for pooled, _ in parked:
             pooled.invalidate()  # closes it: its pool is gone, a check-in would not
             pooled.close()
-
-
-_SERVICE_EXECUTORS: weakref.WeakKeyDictionary[AsyncEngine, DirectExecutor] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def service_executor(engine: AsyncEngine) -> DirectExecutor:
-    """One executor per engine for the services' single statements (threads, assistants):
-    autocommit, recently used connections parked, statements compiled once."""
-    found = _SERVICE_EXECUTORS.get(engine)
-    if found is None:
-        found = _SERVICE_EXECUTORS[engine] = DirectExecutor(
-            reader(engine), park_seconds=PARK_SECONDS
-        )
-    return found
 
 
 def _unpark_on_dispose(executor: DirectExecutor) -> Callable[[Any], None]:
@@ -392,7 +432,7 @@ class DirectSession(Runner):
             else:
                 await _asyncpg_unit(driver, work, out)
         except Exception as error:
-            translated = _translate(adapter, error)
+            translated = _translate(dialect, error)
             if not isinstance(translated, dialect.loaded_dbapi.Error):
                 raise
             broken = dialect.is_disconnect(translated, adapter, None)
@@ -447,12 +487,3 @@ def _sqlite_unit(db: sqlite3.Connection, work: Work, out: list[Any] | None) -> N
         if db.in_transaction:
             db.execute("ROLLBACK")
         raise
-
-
-def _translate(adapter: Any, error: Exception) -> Exception:
-    """The adapter's own translation of a driver error to its DBAPI class."""
-    try:
-        adapter._handle_exception(error)
-    except Exception as translated:
-        return translated
-    return error  # pragma: no cover - the adapter always raises

@@ -237,6 +237,8 @@ def _section(parse: Callable[[Any], _T], value: Any, where: str) -> _T:
         return parse(value)
     except HttpConfigError as exc:
         raise GraphConfigError(f"{where}: {exc.detail.removeprefix('langgraph.json: ')}") from None
+
+
 # `auth` keys of the official schema; `disable_studio_auth` and `cache` concern LangSmith
 # Studio and the platform's auth cache, neither of which graphkeep has (README).
 AUTH_KEYS = frozenset({"path", "openapi", "disable_studio_auth", "cache"})

@@ -122,7 +122,7 @@ def simplify_messages_schema(schema: JSONObject) -> JSONObject:
 
 async def _input_schema(caller: Caller, assistant: JSONObject) -> JSONObject:
     schemas = await get_schemas(
-        caller.state.engine,
+        caller.state.assistants,
         tenant_id=caller.tenant_id,
         assistant_id=assistant["assistant_id"],
         graphs=caller.state.graphs,

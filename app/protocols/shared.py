@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 
 from app.assistants.schemas import AssistantSearch
-from app.assistants.service import get_assistant, resolve_assistant_id, search_assistants
+from app.assistants.service import resolve_assistant_id
 from app.auth.principal import Principal
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.graphs.config import DISABLE_A2A as DISABLE_A2A  # re-exported for mcp / a2a
@@ -22,7 +22,7 @@ from app.runs.schemas import RunCreate
 from app.runs.service import RunService
 from app.state import AppState
 from app.threads.schemas import Thread
-from app.threads.service import find_thread, parse_thread_id
+from app.threads.service import parse_thread_id
 
 JSONObject = dict[str, Any]
 # Keys of a run's output that are not graph state (RunService.wait_output)
@@ -66,13 +66,11 @@ async def list_assistants(caller: Caller) -> list[JSONObject]:
     items: list[JSONObject] = []
     offset = 0
     while True:
-        page = await search_assistants(
-            caller.state.engine,
+        page = await caller.state.assistants.search_assistants(
             tenant_id=caller.tenant_id,
             body=AssistantSearch(
                 limit=_PAGE, offset=offset, sort_by="created_at", sort_order="asc"
             ),
-            graphs=caller.state.graphs,
         )
         items.extend(page.items)
         if not page.has_more:
@@ -86,11 +84,9 @@ async def find_assistant(caller: Caller, assistant_id: str) -> JSONObject:
         resolved = resolve_assistant_id(assistant_id, graphs=caller.state.graphs)
     except ValidationFailed:
         raise NotFound(f"Assistant '{assistant_id}' not found") from None
-    assistant = await get_assistant(
-        caller.state.engine,
+    assistant = await caller.state.assistants.get_assistant(
         tenant_id=caller.tenant_id,
         assistant_id=resolved,
-        graphs=caller.state.graphs,
     )
     return assistant.model_dump(mode="json")
 
@@ -107,8 +103,8 @@ def graph_description(caller: Caller, assistant: JSONObject) -> str:
 
 async def thread_of(caller: Caller, thread_id: str) -> Thread | None:
     """The caller's thread, or None; ValidationFailed for an id that is not a UUID."""
-    return await find_thread(
-        caller.state.engine, tenant_id=caller.tenant_id, thread_id=parse_thread_id(thread_id)
+    return await caller.state.threads.find_thread(
+        tenant_id=caller.tenant_id, thread_id=parse_thread_id(thread_id)
     )
 
 

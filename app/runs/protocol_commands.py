@@ -18,7 +18,7 @@ from app.errors import AppError
 from app.runs.protocol_runs import PROTOCOL_MARKER
 from app.runs.schemas import RunCreate
 from app.runs.service import RunService
-from app.threads.service import find_thread
+from app.threads.service import ThreadService
 
 STRATEGIES = ("reject", "interrupt", "rollback", "enqueue")
 # run kwargs the official server fixes for protocol runs (contract section 1)
@@ -71,8 +71,9 @@ def _tracer(params: Mapping[str, Any]) -> None:
 
 
 class ProtocolCommands:
-    def __init__(self, *, runs: RunService) -> None:
+    def __init__(self, *, runs: RunService, threads: ThreadService) -> None:
         self.runs = runs
+        self.threads = threads
 
     async def _create(
         self, principal: Principal, thread_id: str, body: dict[str, Any], headers: Mapping[str, str]
@@ -114,8 +115,8 @@ class ProtocolCommands:
         }
         value = params.get("input")
         if value is not None:
-            thread = await find_thread(
-                self.runs.engine, tenant_id=principal.tenant_id, thread_id=thread_id
+            thread = await self.threads.find_thread(
+                tenant_id=principal.tenant_id, thread_id=thread_id
             )
             # start vs resume is decided on the settled thread: a run still finishing at its
             # interrupt has not stored the interrupt yet (the official server polls too)
@@ -124,8 +125,8 @@ class ProtocolCommands:
                 if asyncio.get_running_loop().time() > deadline:
                     break
                 await asyncio.sleep(0.05)
-                thread = await find_thread(
-                    self.runs.engine, tenant_id=principal.tenant_id, thread_id=thread_id
+                thread = await self.threads.find_thread(
+                    tenant_id=principal.tenant_id, thread_id=thread_id
                 )
             if thread is not None and thread.interrupts:
                 body["command"] = {"resume": value}  # RemoteGraph's Command(resume=x)
@@ -141,9 +142,7 @@ class ProtocolCommands:
         headers: Mapping[str, str],
     ) -> dict[str, Any]:
         answers = self._answers(params)
-        thread = await find_thread(
-            self.runs.engine, tenant_id=principal.tenant_id, thread_id=thread_id
-        )
+        thread = await self.threads.find_thread(tenant_id=principal.tenant_id, thread_id=thread_id)
         deadline = asyncio.get_running_loop().time() + BUSY_WAIT_SECONDS
         # `input.requested` reaches clients before the interrupted run has stored its end:
         # wait for the interrupt to show on the thread, a bounded while
@@ -151,8 +150,8 @@ class ProtocolCommands:
             if asyncio.get_running_loop().time() > deadline:
                 break
             await asyncio.sleep(0.05)
-            thread = await find_thread(
-                self.runs.engine, tenant_id=principal.tenant_id, thread_id=thread_id
+            thread = await self.threads.find_thread(
+                tenant_id=principal.tenant_id, thread_id=thread_id
             )
         assistant_id = (thread.metadata or {}).get("assistant_id") if thread else None
         if thread is None or not assistant_id:

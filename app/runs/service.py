@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import uuid
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from app.assistants.service import resolve_assistant_id
 from app.auth.principal import Principal
 from app.db.dialect import reader
 from app.db.direct import DirectExecutor, DirectStatement
+from app.db.ids import parse_uuid
 from app.db.tables import SYSTEM_TENANT, assistants, runs, threads
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
@@ -44,10 +44,7 @@ JSONObject = dict[str, Any]
 
 
 def _uuid(value: str, what: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
+    return parse_uuid(value, what=what)  # the one UUID parser (app/db/ids.py)
 
 
 _THREAD_COLUMNS = (

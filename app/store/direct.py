@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import QueuePool
 
-from app.db.dialect import autocommit_read_options
-from app.db.direct import PARK_SECONDS, DirectExecutor, DirectStatement, Runner
-from app.db.engine import create_engine
+from app.db.direct import DirectStatement, fast_executor
+from app.db.executor import Executor, Units
 from app.store import queries
 from app.store.filters import Leaf
 
@@ -32,49 +30,14 @@ MAX_GET_SLOTS = 64
 SEARCH_CACHE_SIZE = 256
 
 
-def _generic_plan_engine(engine: AsyncEngine) -> AsyncEngine:
-    """On PostgreSQL, a pool of the store's own whose connections plan every prepared
-    statement once (`plan_cache_mode = force_generic_plan`), disposed with `engine`.
-
-    A store statement's plan never depends on its values (the primary key range of a
-    namespace, a key lookup), yet PostgreSQL re-plans a prepared statement for every
-    execution while its generic plan's estimate looks worse than the custom plans': with
-    100,000 items (a prefix range then estimated at 500 rows) it kept custom plans, ~50 us
-    of planning per search, which made searches grow with the table. Other statements on
-    the app's pool keep PostgreSQL's choice. SQLite: `engine` itself.
-    """
-    if engine.dialect.name != "postgresql":
-        return engine
-    pool = engine.sync_engine.pool
-    size = pool.size() if isinstance(pool, QueuePool) else 0
-    own = create_engine(  # at most the app pool's size: no overflow
-        engine.url.render_as_string(hide_password=False),
-        pool_size=max(size, 1),
-        max_overflow=0,
-        null_pool=not size,
-        server_settings={"plan_cache_mode": "force_generic_plan"},
-    )
-
-    def dispose(_engine: Any) -> None:  # in the greenlet of `engine.dispose()`
-        own.sync_engine.dispose()
-
-    event.listen(engine.sync_engine, "engine_disposed", dispose)
-    return own
-
-
 class DirectStore:
     """Compiled Store statements for one engine (shared by every tenant view)."""
 
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, executor: Executor | None = None) -> None:
         dialect = engine.dialect
         self._dialect = dialect.name
         # runs units on a connection each; `session()` keeps one for several
-        options = autocommit_read_options(dialect)
-        self.executor = DirectExecutor(
-            engine.execution_options(**options),
-            park_seconds=PARK_SECONDS,
-            unobserved=_generic_plan_engine(engine).execution_options(**options),
-        )
+        self.executor: Executor = executor or fast_executor(engine)
         prepare = self.executor.prepare
         # values come serialized by validation (the JSON text is bound as it is)
         self.upsert = prepare(queries.upsert_items(dialect), raw=("value",))
@@ -85,13 +48,13 @@ class DirectStore:
         self._searches: OrderedDict[tuple[bool, tuple[Leaf, ...]], DirectStatement] = OrderedDict()
         self._listings: dict[tuple[bool, bool], DirectStatement] = {}
 
-    def session(self) -> Any:
+    def session(self) -> AbstractAsyncContextManager[Units]:
         """`async with store.session() as s`: one pooled connection (`DirectSession`)."""
         return self.executor.session()
 
     async def get(
         self,
-        runner: Runner,
+        runner: Units,
         tenant: str,
         keys: Sequence[tuple[str, str]],
         now: datetime,

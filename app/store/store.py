@@ -47,8 +47,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from app import metrics
 from app.db import migrate, sealed
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import Runner, Step
+from app.db.direct import Step
 from app.db.engine import create_engine
+from app.db.executor import Executor, Units
 from app.db.types import utcnow
 from app.errors import InvalidInput
 from app.store import pgvector, queries
@@ -89,6 +90,8 @@ class _Shared:
     autocommit: AsyncEngine = field(init=False)
     # the same pool for reads: no BEGIN / COMMIT, no SQLite write lock
     reads: AsyncEngine = field(init=False)
+    # what the compiled statements run on (None: a fast-path executor of the store's own)
+    executor: Executor | None = None
     # put, get, search without a query, list_namespaces: pre-compiled (app/store/direct.py)
     direct: DirectStore = field(init=False)
 
@@ -99,7 +102,7 @@ class _Shared:
             else self.engine
         )
         self.reads = reader(self.engine)
-        self.direct = DirectStore(self.engine)
+        self.direct = DirectStore(self.engine, self.executor)
 
 
 log = logging.getLogger(__name__)
@@ -237,7 +240,10 @@ class SQLStore(BaseStore):
         clock: Clock | None = None,
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         pgvector: PgvectorMode = "auto",
+        executor: Executor | None = None,
     ) -> None:
+        """`executor`: what put, get, search without a query and list_namespaces run on (the
+        server passes its one fast-path executor, `AppState.direct`; None: the store's own)."""
         parsed_index = (
             index if isinstance(index, StoreIndex) or index is None else parse_index_config(index)
         )
@@ -249,7 +255,14 @@ class SQLStore(BaseStore):
         if pgvector not in ("auto", "off"):
             raise InvalidInput("pgvector must be 'auto' or 'off'")
         self._shared = _Shared(
-            engine, parsed_index, parsed_ttl, clock or utcnow, max_value_bytes, loop, pgvector
+            engine,
+            parsed_index,
+            parsed_ttl,
+            clock or utcnow,
+            max_value_bytes,
+            loop,
+            pgvector,
+            executor=executor,
         )
         self.ttl_config = parsed_ttl
         self.tenant_id = _check_tenant(tenant_id)
@@ -395,7 +408,7 @@ class SQLStore(BaseStore):
 
     async def _run_direct(
         self,
-        runner: Runner,
+        runner: Units,
         batch: _Batch,
         results: list[Result],
         refresh: dict[tuple[str, str], datetime],
@@ -425,7 +438,7 @@ class SQLStore(BaseStore):
 
     async def _gets(
         self,
-        runner: Runner,
+        runner: Units,
         gets: list[tuple[int, GetOp]],
         now: datetime,
         results: list[Result],
@@ -444,7 +457,7 @@ class SQLStore(BaseStore):
 
     async def _search_direct(
         self,
-        runner: Runner,
+        runner: Units,
         op: SearchOp,
         now: datetime,
         refresh: dict[tuple[str, str], datetime],
@@ -517,7 +530,7 @@ class SQLStore(BaseStore):
         return shared.pgvector
 
     async def _list_namespaces(
-        self, runner: Runner, op: ListNamespacesOp, now: datetime
+        self, runner: Units, op: ListNamespacesOp, now: datetime
     ) -> list[tuple[str, ...]]:
         conditions = tuple(op.match_conditions or ())
         lower, upper = "", None

@@ -88,7 +88,8 @@ THREAD_ROW = select(threads).where(
 # merges in Python inside its transaction).
 PATCH_THREAD_METADATA_PG = (
     update(threads)
-    .where(T.tenant_id == bindparam("tenant_id"), T.thread_id == bindparam("thread_id"))
+    # not `tenant_id`: UPDATE reserves column names as bind names of its SET clause
+    .where(T.tenant_id == bindparam("b_tenant_id"), T.thread_id == bindparam("b_thread_id"))
     .values(
         metadata=T.metadata.op("||")(bindparam("patch", type_=T.metadata.type)),
         updated_at=bindparam("now"),
@@ -105,8 +106,6 @@ async def find_thread_row(
 
 
 _INSERT_THREAD = insert(threads)
-# Every column bound (the TTL ones may be None): one shape, for the direct path.
-INSERT_THREAD_ROW = insert(threads).values({c.name: bindparam(c.name) for c in threads.columns})
 
 
 async def insert_thread(
@@ -335,6 +334,7 @@ def filtered_thread_row_sqlite(auth_filter: JSONObject) -> Select[Any]:
     return THREAD_ROW.where(json_contains("sqlite", T.metadata, auth_filter))
 
 
-def filtered_thread_row_pg() -> Select[Any]:
-    """PostgreSQL: `THREAD_ROW` plus a custom-auth filter as one JSONB bind (compiled once)."""
-    return THREAD_ROW.where(T.metadata.op("@>")(bindparam("auth_filter", type_=postgresql.JSONB)))
+# PostgreSQL: `THREAD_ROW` plus a custom-auth filter as one JSONB bind (one statement shape)
+FILTERED_THREAD_ROW_PG = THREAD_ROW.where(
+    T.metadata.op("@>")(bindparam("auth_filter", type_=postgresql.JSONB))
+)

@@ -14,13 +14,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import EmptyInputError, InvalidUpdateError
 from langgraph.types import StateSnapshot
 from langgraph.types import StateUpdate as GraphUpdate
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.types import utcnow
 from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.graphs.jsonable import interrupt_json, to_jsonable
 from app.graphs.registry import AccessContext, GraphRegistry
+from app.statuses import ThreadStatus
 from app.threads import queries as q
 from app.threads.run_status import has_active_runs
 from app.threads.schemas import (
@@ -33,14 +34,7 @@ from app.threads.schemas import (
     ThreadCreate,
     ThreadState,
 )
-from app.threads.service import (
-    create_thread,
-    delete_thread,
-    find_thread,
-    get_thread,
-    get_thread_metadata,
-    parse_thread_id,
-)
+from app.threads.service import GraphStorage, ThreadService, parse_thread_id
 
 CHECKPOINT_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint_map")
 
@@ -220,17 +214,6 @@ def _graph_id(thread_id: str, metadata: JSONObject, graphs: GraphRegistry) -> st
     return graph_id
 
 
-@dataclass(frozen=True)
-class GraphStorage:
-    """What reading or changing a thread's graph state needs: the database, the graphs, and
-    the server-wide saver and store (scoped to the caller's tenant on every call)."""
-
-    engine: AsyncEngine
-    graphs: GraphRegistry
-    saver: Any
-    store: Any
-
-
 def _scoped(component: Any, tenant_id: str) -> Any:
     return component.for_tenant(tenant_id) if component is not None else None
 
@@ -247,13 +230,13 @@ async def get_state(
     """Latest state, or the state at `checkpoint` (404 if that checkpoint does not exist),
     in the wire shape (`snapshot_json`), trimmed to `select`."""
     selection = parse_state_select(select)
-    engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
+    graphs, saver, store = storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
     config = _thread_config(thread_id, checkpoint)
     checkpointer = _scoped(saver, tenant_id)
     prefetch = getattr(checkpointer, "aprefetch_tuple", None)
     metadata, checkpointer = await _with_thread(
-        engine,
+        storage.threads,
         tenant_id,
         thread_id,
         checkpointer,
@@ -274,7 +257,7 @@ async def get_state(
 
 
 async def _with_thread(
-    engine: AsyncEngine,
+    service: ThreadService,
     tenant_id: str,
     thread_id: str,
     checkpointer: Any,
@@ -287,11 +270,11 @@ async def _with_thread(
     rows), so a state read is one round trip; LangGraph then gets the checkpoint from the
     returned view."""
     if prefetch is None:
-        _, metadata = await get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id)
+        _, metadata = await service.get_thread_metadata(tenant_id=tenant_id, thread_id=thread_id)
         return metadata, checkpointer
     view, rows = await prefetch(q.THREAD_METADATA)
     if rows is None:  # the read was not one statement: the thread row on its own
-        _, metadata = await get_thread_metadata(engine, tenant_id=tenant_id, thread_id=thread_id)
+        _, metadata = await service.get_thread_metadata(tenant_id=tenant_id, thread_id=thread_id)
     elif not rows:
         raise NotFound(f"Thread '{thread_id}' not found")
     else:
@@ -344,7 +327,7 @@ async def get_history(
     """Checkpoints newest first in the wire shape (`snapshot_json`), each trimmed to
     `body.select`; `[]` for a thread without a graph."""
     selection = parse_state_select(body.select)
-    engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
+    graphs, saver, store = storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
     config = _thread_config(thread_id, body.checkpoint)
     before_id = normalize_before(body.before)
@@ -360,7 +343,7 @@ async def get_history(
     checkpointer = _scoped(saver, tenant_id)
     prefetch = None if body.metadata else getattr(checkpointer, "aprefetch_list", None)
     metadata, checkpointer = await _with_thread(
-        engine,
+        storage.threads,
         tenant_id,
         thread_id,
         checkpointer,
@@ -400,12 +383,12 @@ async def create_thread_with_supersteps(
     if any(u.command is not None for step in body.supersteps or [] for u in step.updates):
         raise InvalidInput("supersteps: `command` updates are not supported; send `values`")
     if body.thread_id is not None:
-        existing = await find_thread(
-            engine, tenant_id=tenant_id, thread_id=parse_thread_id(body.thread_id)
+        existing = await storage.threads.find_thread(
+            tenant_id=tenant_id, thread_id=parse_thread_id(body.thread_id)
         )
         if existing is not None:
-            return await create_thread(engine, tenant_id=tenant_id, body=body)
-    thread = await create_thread(engine, tenant_id=tenant_id, body=body)
+            return await storage.threads.create_thread(tenant_id=tenant_id, body=body)
+    thread = await storage.threads.create_thread(tenant_id=tenant_id, body=body)
     config = _thread_config(thread.thread_id, None)
     supersteps = [
         [GraphUpdate(u.values, u.as_node) for u in step.updates] for step in body.supersteps or []
@@ -417,21 +400,21 @@ async def create_thread_with_supersteps(
             await graph.abulk_update_state(config, supersteps)
             latest = snapshot_to_state(await graph.aget_state(config))
     except (InvalidUpdateError, EmptyInputError, ValueError, KeyError) as exc:
-        await delete_thread(engine, tenant_id=tenant_id, thread_id=thread.thread_id, saver=saver)
+        await storage.threads.delete_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
         raise InvalidInput(f"invalid supersteps: {exc}") from exc
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await q.set_thread_state(
             conn,
             tenant_id=tenant_id,
             thread_id=thread.thread_id,
-            status="interrupted" if latest.next else "idle",
+            status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
             values=latest.values,
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
         )
         if on_change is not None:
             await on_change(conn, thread.thread_id, latest)
-    return await get_thread(engine, tenant_id=tenant_id, thread_id=thread.thread_id)
+    return await storage.threads.get_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
 
 
 def _interrupts_by_task(state: ThreadState) -> JSONObject:
@@ -452,7 +435,7 @@ async def update_state(
     state (the thread stream's `state_update` event)."""
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
-    async with reader(engine).connect() as conn:  # one connection for both checks
+    async with read(engine) as conn:  # one connection for both checks
         row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
         if row is None:
             raise NotFound(f"Thread '{thread_id}' not found")
@@ -476,12 +459,12 @@ async def update_state(
         except (InvalidUpdateError, EmptyInputError, ValueError, KeyError) as exc:
             raise InvalidInput(f"invalid state update: {exc}") from exc
         latest = snapshot_to_state(await graph.aget_state(_thread_config(thread.thread_id, None)))
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await q.set_thread_state(
             conn,
             tenant_id=tenant_id,
             thread_id=thread.thread_id,
-            status="interrupted" if latest.next else "idle",
+            status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
             values=latest.values,
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),

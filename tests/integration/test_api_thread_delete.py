@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.tables import checkpoints, threads
-from app.threads import service
+from app.threads.service import ThreadService
 from tests.integration.apiclient import api_client
 from tests.integration.test_api_threads import add_checkpoint, app_state, count_rows, new_thread
 
@@ -47,12 +47,10 @@ async def test_thread_delete_is_one_transaction(client: httpx.AsyncClient) -> No
     state = app_state(client)
     tid = await approval_thread(client, "a", "b")
     with pytest.raises(RuntimeError, match="checkpoint delete failed"):
-        await service.delete_thread(
-            state.engine,
-            tenant_id="default",
-            thread_id=tid,
-            saver=_FailingCheckpointDelete(state.saver),
+        failing = ThreadService(
+            engine=state.engine, graphs=state.graphs, saver=_FailingCheckpointDelete(state.saver)
         )
+        await failing.delete_thread(tenant_id="default", thread_id=tid)
     # rolled back: the thread and its checkpoints are all still there
     assert await count_rows(client, threads, tid) == 1
     assert await count_rows(client, checkpoints, tid) == 2

@@ -19,8 +19,8 @@ from app.main import create_app
 from app.runs.overview import runs_overview
 from app.store import SQLStore
 from app.store.stats import count_items
-from app.threads import service as threads
 from app.threads.schemas import ThreadCreate
+from app.threads.service import ThreadService
 from tests.graphs.run_graphs import _nested, _steps
 
 
@@ -68,8 +68,9 @@ async def test_tree_pages_headers_with_writers_and_subgraphs(engine: AsyncEngine
 
 async def test_runs_overview_and_store_size(engine: AsyncEngine) -> None:
     now = utcnow()
-    thread = await threads.create_thread(engine, tenant_id="acme", body=ThreadCreate())
-    other = await threads.create_thread(engine, tenant_id="globex", body=ThreadCreate())
+    threads = ThreadService(engine=engine, graphs=None, saver=None)  # rows only
+    thread = await threads.create_thread(tenant_id="acme", body=ThreadCreate())
+    other = await threads.create_thread(tenant_id="globex", body=ThreadCreate())
     thread_of = {"acme": thread.thread_id, "globex": other.thread_id}
 
     def run(run_id: str, tenant: str, status: str, **extra: object) -> dict[str, object]:

@@ -11,9 +11,8 @@ from langgraph.store.base import GetOp, PutOp, SearchOp
 from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.util import greenlet_spawn
 
-from app.db.direct import PARK_MAX
+from app.db.direct import PARK_MAX, PARK_SECONDS
 from app.db.engine import create_engine
 from app.store import SQLStore
 from app.store import direct as store_direct
@@ -35,10 +34,10 @@ def store(engine: AsyncEngine) -> SQLStore:
 
 
 async def all_returned(engine: AsyncEngine, store: SQLStore) -> bool:
-    """Whether every connection is back in its pool once parked ones have idled out (on
-    PostgreSQL the store's direct statements have a pool of their own)."""
-    await asyncio.sleep(store_direct.PARK_SECONDS * 3)
-    return engine.pool.checkedout() == 0 and store._shared.direct.executor.pool.checkedout() == 0
+    """Whether every connection is back in the engine's pool (the only one: the store's
+    direct statements use it too) once parked ones have idled out."""
+    await asyncio.sleep(PARK_SECONDS * 3)
+    return engine.pool.checkedout() == 0 and store._shared.direct.executor.pool is engine.pool
 
 
 async def test_a_search_is_compiled_once_per_filter_shape(store: SQLStore) -> None:
@@ -253,13 +252,14 @@ async def test_store_statements_plan_generically_on_postgresql(
     await store.aput(("g",), "k", {"v": 1})
     executor = store._shared.direct.executor
     pooled = executor._unpark()
-    assert pooled is not None  # the put's connection, parked on the store's own pool
+    assert pooled is not None  # the put's connection, parked
     try:
         mode = await pooled.driver_connection.fetchval("SHOW plan_cache_mode")  # type: ignore[union-attr]
     finally:
-        await greenlet_spawn(pooled.close)
+        await executor._return(pooled)  # as when it idles out: RESET, then back to the pool
     assert mode == "force_generic_plan"
-    async with engine.connect() as conn:  # the app's pool keeps PostgreSQL's choice
+    assert engine.pool.checkedout() == 0
+    async with engine.connect() as conn:  # the same pooled connection: PostgreSQL's choice
         assert (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one() == "auto"
 
 
