@@ -21,6 +21,7 @@ from app.db.types import utcnow
 from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.graphs.jsonable import interrupt_json, to_jsonable
 from app.graphs.registry import AccessContext, GraphRegistry
+from app.statuses import ThreadStatus
 from app.threads import queries as q
 from app.threads.run_status import has_active_runs
 from app.threads.schemas import (
@@ -424,7 +425,7 @@ async def create_thread_with_supersteps(
             conn,
             tenant_id=tenant_id,
             thread_id=thread.thread_id,
-            status="interrupted" if latest.next else "idle",
+            status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
             values=latest.values,
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
@@ -481,7 +482,7 @@ async def update_state(
             conn,
             tenant_id=tenant_id,
             thread_id=thread.thread_id,
-            status="interrupted" if latest.next else "idle",
+            status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
             values=latest.values,
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
