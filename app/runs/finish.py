@@ -70,9 +70,9 @@ async def settle(
     (None if the thread is gone)."""
     params = {
         **_common(finish),
-        "e_status": status.value,
+        "e_status": RunStatus(status).value,
         "e_run_error": error,
-        "e_thread_status": thread_status.value,
+        "e_thread_status": ThreadStatus(thread_status).value,
         "e_values": values,
         "e_interrupts": interrupts,
         "e_error": error,

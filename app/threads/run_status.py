@@ -129,7 +129,7 @@ async def settle_thread(
     """
     now = utcnow()
     changes: dict[str, Any] = {
-        "status": thread_status_after(thread_id, tenant_id, status.value),
+        "status": thread_status_after(thread_id, tenant_id, ThreadStatus(status).value),
         "updated_at": now,
         "error": error,
     }
