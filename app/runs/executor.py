@@ -34,7 +34,7 @@ from app.db.storable import UnstorableValue
 from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_storable
-from app.runs import finish, queries, webhooks
+from app.runs import finish, finish_queries, queries, webhooks
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
@@ -414,7 +414,7 @@ class RunExecutor(AttemptEnding):
                 ended = await conn.execute(queries.delete_owned_run(token, run.tenant_id))
             else:
                 ended = await conn.execute(
-                    queries.end_run(
+                    finish_queries.end_run(
                         owns_run(token),
                         tenant_id=run.tenant_id,
                         status=RunStatus(outcome.status).value,

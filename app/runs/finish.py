@@ -33,7 +33,7 @@ from app.db.access import transaction
 from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps
-from app.runs import queries
+from app.runs import finish_queries
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken, fence_params, owns_run
 from app.statuses import RunStatus, ThreadStatus
@@ -80,7 +80,7 @@ async def settle(
         "q_payload": finish.q_payload,
     }
     async with transaction(engine, one_statement=True) as conn:
-        row = (await conn.execute(queries.settle_in_one(), params)).one()
+        row = (await conn.execute(finish_queries.settle_in_one(), params)).one()
     _check_owned(finish, row, "settle")
     return None if row.thread_status is None else ThreadStatus(row.thread_status)
 
@@ -89,7 +89,7 @@ async def delete_temporary(engine: AsyncEngine, finish: Finish) -> None:
     """End a stateless run by deleting its temporary thread, checkpoints and (cascade) the run,
     with its events stored, in one statement."""
     async with transaction(engine, one_statement=True) as conn:
-        row = (await conn.execute(queries.delete_temporary_in_one(), _common(finish))).one()
+        row = (await conn.execute(finish_queries.delete_temporary_in_one(), _common(finish))).one()
     _check_owned(finish, row, "settle")
 
 
@@ -133,7 +133,7 @@ async def give_up(
     seq of the `error` event."""
     async with transaction(engine) as conn:
         ended = await conn.execute(
-            queries.end_run(
+            finish_queries.end_run(
                 owns_run(token),
                 tenant_id=tenant_id,
                 status=RunStatus.ERROR.value,

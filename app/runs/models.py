@@ -4,15 +4,18 @@ pool itself)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from app.auth.principal import Principal
+from app.db.types import utcnow
+from app.errors import ValidationFailed
 from app.runs import prepare
 from app.runs.queue import ClaimedRun
-from app.runs.schemas import RunCreate
+from app.runs.schemas import RunCreate, new_run_id
 from app.statuses import RunStatus, ThreadStatus
 
 JSONObject = dict[str, Any]
@@ -81,6 +84,27 @@ class Run:
         return out
 
 
+def parse_uuid(value: str, what: str) -> str:
+    """`value` as a canonical UUID string; 400 when it is none."""
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
+
+
+def thread_output(row: Any) -> JSONObject:
+    """A finished run's output from its thread's row (`queries.thread_outcome`): the error,
+    or the values (with the pending interrupts under `__interrupt__`)."""
+    if row.status == ThreadStatus.ERROR and row.error:
+        return {"__error__": row.error}
+    values = row.state if isinstance(row.state, dict) else ({} if row.state is None else row.state)
+    if row.interrupts:
+        merged = [i for items in row.interrupts.values() for i in items]
+        if isinstance(values, dict):
+            return {**values, "__interrupt__": merged}
+    return values
+
+
 class LocalWorkers(Protocol):
     """This process's worker slots as run creation sees them (app/runs/worker.py's pool): a
     run created while a slot is free is inserted already claimed by it and started at once,
@@ -120,6 +144,31 @@ class NewRun:
     available: datetime
     strategy: str
     headers: Mapping[str, str]
+
+    @classmethod
+    def build(
+        cls,
+        principal: Principal,
+        thread_id: str | None,
+        payload: RunCreate,
+        headers: Mapping[str, str],
+        assistant_id: str,
+    ) -> NewRun:
+        """Validate the request (400 before anything is read) and fix the new ids and times."""
+        prepare.validate(payload, stateless=thread_id is None)
+        now = utcnow()
+        return cls(
+            principal=principal,
+            payload=payload,
+            stateless=thread_id is None,
+            run_id=new_run_id(),
+            thread_id=new_run_id() if thread_id is None else parse_uuid(thread_id, "thread_id"),
+            assistant_id=assistant_id,
+            now=now,
+            available=now + timedelta(seconds=payload.after_seconds or 0),
+            strategy=payload.multitask_strategy or "enqueue",
+            headers=headers,
+        )
 
     @property
     def tenant_id(self) -> str:

@@ -13,9 +13,7 @@ A strict resume (app/runs/resume.py) is judged in the same transaction as the wr
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator, Mapping
-from datetime import timedelta
 from typing import Any
 
 import orjson
@@ -29,23 +27,16 @@ from app.auth.principal import Principal
 from app.db.access import read, transaction
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.runs import prepare, queries, resume
+from app.runs import queries, resume
 from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
-from app.runs.models import LocalWorkers, NewRun, Run
+from app.runs.models import LocalWorkers, NewRun, Run, parse_uuid, thread_output
 from app.runs.queue import ClaimedRun
-from app.runs.schemas import RunCreate, new_run_id
+from app.runs.schemas import RunCreate
 from app.statuses import RunStatus, ThreadStatus
 from app.threads import run_status
 
 JSONObject = dict[str, Any]
 _NOT_FOUND = "Thread or assistant not found."
-
-
-def _uuid(value: str, what: str) -> str:
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, AttributeError, TypeError):
-        raise ValidationFailed(f"{what}: {value!r} is not a valid UUID") from None
 
 
 class RunService:
@@ -71,29 +62,6 @@ class RunService:
 
     # ------------------------------------------------------------------ create
 
-    def _new_run(
-        self,
-        principal: Principal,
-        thread_id: str | None,
-        payload: RunCreate,
-        headers: Mapping[str, str],
-        assistant_id: str,
-    ) -> NewRun:
-        prepare.validate(payload, stateless=thread_id is None)
-        now = utcnow()
-        return NewRun(
-            principal=principal,
-            payload=payload,
-            stateless=thread_id is None,
-            run_id=new_run_id(),
-            thread_id=new_run_id() if thread_id is None else _uuid(thread_id, "thread_id"),
-            assistant_id=assistant_id,
-            now=now,
-            available=now + timedelta(seconds=payload.after_seconds or 0),
-            strategy=payload.multitask_strategy or "enqueue",
-            headers=headers,
-        )
-
     async def create(
         self,
         *,
@@ -109,7 +77,7 @@ class RunService:
         except ValidationFailed:
             # Neither a UUID nor a registered graph id: an unknown graph (official: 404).
             raise NotFound(f"Graph '{payload.assistant_id}' not found") from None
-        new = self._new_run(principal, thread_id, payload, headers, assistant_id)
+        new = NewRun.build(principal, thread_id, payload, headers, assistant_id)
         pool = self._workers
         reserved = pool is not None and new.available <= new.now and pool.try_reserve()
         dispatched: ClaimedRun | None = None
@@ -140,7 +108,7 @@ class RunService:
         strategy asked to stop. Before committing call `notify_queued` once (for any number
         of runs created so), and `after_commit` with the runs to stop once committed."""
         assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
-        new = self._new_run(principal, thread_id, payload, {}, assistant_id)
+        new = NewRun.build(principal, thread_id, payload, {}, assistant_id)
         created, _, to_cancel = await self._locked(new, direct=False, conn=conn)
         metrics.count_run_created(created.graph_id)
         return Run.from_row(created).to_json(), to_cancel
@@ -356,9 +324,9 @@ class RunService:
 
     async def get(self, *, tenant_id: str, thread_id: str | None, run_id: str) -> JSONObject:
         """The run (the contract's Run object), or 404."""
-        run_id = _uuid(run_id, "run_id")
+        run_id = parse_uuid(run_id, "run_id")
         if thread_id is not None:
-            thread_id = _uuid(thread_id, "thread_id")
+            thread_id = parse_uuid(thread_id, "thread_id")
         async with read(self.engine) as conn:
             row = (await conn.execute(queries.run_row(tenant_id, run_id, thread_id))).first()
         if row is None:
@@ -377,7 +345,7 @@ class RunService:
     ) -> list[JSONObject]:
         """A thread's runs, newest first; 404 if the thread is missing. `timing` adds the
         attempt count, start and end times and the error (the console shows them)."""
-        thread_id = _uuid(thread_id, "thread_id")
+        thread_id = parse_uuid(thread_id, "thread_id")
         async with read(self.engine) as conn:
             if (await conn.execute(queries.thread_exists(tenant_id, thread_id))).first() is None:
                 raise NotFound(f"Thread '{thread_id}' not found")
@@ -411,8 +379,8 @@ class RunService:
         action = "rollback" if action == "rollback" else "interrupt"
         stmt = queries.runs_to_cancel(
             tenant_id,
-            run_ids=None if run_ids is None else [_uuid(r, "run_id") for r in run_ids],
-            thread_id=None if thread_id is None else _uuid(thread_id, "thread_id"),
+            run_ids=None if run_ids is None else [parse_uuid(r, "run_id") for r in run_ids],
+            thread_id=None if thread_id is None else parse_uuid(thread_id, "thread_id"),
             status=status,
         )
         stopping: list[str] = []
@@ -454,8 +422,8 @@ class RunService:
 
     async def delete(self, *, tenant_id: str, thread_id: str, run_id: str) -> None:
         """Delete a run and the checkpoints it wrote (an active run is rolled back)."""
-        thread_id = _uuid(thread_id, "thread_id")
-        run_id = _uuid(run_id, "run_id")
+        thread_id = parse_uuid(thread_id, "thread_id")
+        run_id = parse_uuid(run_id, "run_id")
         async with transaction(self.engine) as conn:
             row = (await conn.execute(queries.run_row(tenant_id, run_id, thread_id))).first()
             if row is None:
@@ -506,15 +474,4 @@ class RunService:
         """A finished run's output from its thread: values, error or interrupts."""
         async with read(self.engine) as conn:
             row = (await conn.execute(queries.thread_outcome(tenant_id, thread_id))).first()
-        if row is None:
-            return {}
-        if row.status == ThreadStatus.ERROR and row.error:
-            return {"__error__": row.error}
-        values = (
-            row.state if isinstance(row.state, dict) else ({} if row.state is None else row.state)
-        )
-        if row.interrupts:
-            merged = [i for items in row.interrupts.values() for i in items]
-            if isinstance(values, dict):
-                return {**values, "__interrupt__": merged}
-        return values
+        return {} if row is None else thread_output(row)
