@@ -190,12 +190,16 @@ class NewRun:
 
     def thread_metadata(self, graph_id: str) -> JSONObject:
         """Metadata of a thread this run creates (stateless, or if_not_exists=create)."""
-        return {
+        given = {
             **(((self.payload.config or {}).get("metadata")) or {}),
             **(self.payload.metadata or {}),
-            "graph_id": graph_id,
-            "assistant_id": self.assistant_id,
         }
+        return self.marked_metadata(given, graph_id)
+
+    def marked_metadata(self, metadata: JSONObject, graph_id: str) -> JSONObject:
+        """An existing thread's metadata once this run is queued on it: it names the graph
+        and assistant of its latest run."""
+        return {**metadata, "graph_id": graph_id, "assistant_id": self.assistant_id}
 
     def thread_row(self, metadata: JSONObject, config: JSONObject) -> JSONObject:
         """The threads row of a thread this run creates: busy with it from the start."""

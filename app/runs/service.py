@@ -13,6 +13,7 @@ A strict resume (app/runs/resume.py) is judged in the same transaction as the wr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -37,6 +38,10 @@ from app.threads import run_status
 
 JSONObject = dict[str, Any]
 _NOT_FOUND = "Thread or assistant not found."
+
+
+class _NothingWritten(Exception):
+    """A quick create statement found the thread not as read: nothing of it is written."""
 
 
 class RunService:
@@ -109,6 +114,7 @@ class RunService:
         of runs created so), and `after_commit` with the runs to stop once committed."""
         assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
         new = NewRun.build(principal, thread_id, payload, {}, assistant_id)
+        new = dataclasses.replace(new, available=new.now)  # a cron's run is due when it fires
         created, _, to_cancel = await self._locked(new, direct=False, conn=conn)
         metrics.count_run_created(created.graph_id)
         return Run.from_row(created).to_json(), to_cancel
@@ -180,7 +186,7 @@ class RunService:
             merged = thread_metadata
         else:
             thread_metadata = dict(seen.thread_metadata or {})
-            merged = {**thread_metadata, "graph_id": graph_id, "assistant_id": new.assistant_id}
+            merged = new.marked_metadata(thread_metadata, graph_id)
         row = new.run_row(seen, thread_metadata, kwargs, claimed_by=self._direct(direct))
         params: JSONObject = {f"r_{column}": value for column, value in row.items()}
         params.update({f"t_{c}": v for c, v in new.thread_row(merged, kwargs["config"]).items()})
@@ -192,15 +198,16 @@ class RunService:
         )
         dialect = self.engine.dialect.name
         statements, at = queries.quick_create(dialect, new_thread=new_thread, notify=not direct)
-        async with transaction(self.engine, one_statement=len(statements) == 1) as conn:
-            rows: list[Row[Any]] = []
-            for statement in statements:
-                written = (await conn.execute(statement, params)).first()
-                if written is None:
-                    if rows:  # a later statement found nothing: undo the earlier ones
-                        await conn.rollback()
-                    return None
-                rows.append(written)
+        rows: list[Row[Any]] = []
+        try:
+            async with transaction(self.engine, one_statement=len(statements) == 1) as conn:
+                for statement in statements:
+                    written = (await conn.execute(statement, params)).first()
+                    if written is None:
+                        raise _NothingWritten  # rolls back what the earlier ones wrote
+                    rows.append(written)
+        except _NothingWritten:
+            return None
         return rows[at], kwargs
 
     def _judge_resume(self, new: NewRun, interrupts: Any) -> None:
@@ -265,11 +272,7 @@ class RunService:
                     conn,
                     tenant_id=tenant_id,
                     thread_id=thread_id,
-                    metadata={
-                        **thread_metadata,
-                        "graph_id": assistant.graph_id,
-                        "assistant_id": new.assistant_id,
-                    },
+                    metadata=new.marked_metadata(thread_metadata, assistant.graph_id),
                     config=kwargs["config"],
                 )
             if not direct and not joined:
