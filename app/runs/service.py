@@ -146,38 +146,43 @@ class RunService:
         nothing else in flight on the thread, the run is inserted already claimed by this
         process's pool: no claim round trip and no durable commit between creating and
         starting it."""
-        async with read(self.engine) as conn:
-            seen = (
-                await conn.execute(
-                    queries.create_snapshot(),
-                    {
-                        "assistant_id": new.assistant_id,
-                        "tenant_id": new.tenant_id,
-                        "thread_id": new.thread_id,
-                    },
-                )
-            ).first()
-        if seen is None or not self.graphs.has(seen.graph_id):
-            raise NotFound(_NOT_FOUND)
-        found = seen.thread_status is not None
-        if not found and not new.stateless and (new.payload.if_not_exists or "reject") == "reject":
-            raise NotFound(_NOT_FOUND)
-        if found and seen.thread_status != ThreadStatus.BUSY:
-            self._judge_resume(new, seen.thread_interrupts)
-        if not found or seen.thread_status != ThreadStatus.BUSY:
-            created = await self._quick(new, seen, direct=direct)
-            if created is not None:
-                dispatched = new.first_attempt(*created) if direct else None
-                return created[0], dispatched, []
+        try:
+            # one connection for the read and the writes: autocommitted statements on
+            # PostgreSQL, one write transaction on SQLite (app.db.access)
+            async with transaction(self.engine, one_statement=True) as conn:
+                seen = (
+                    await conn.execute(
+                        queries.create_snapshot(),
+                        {
+                            "assistant_id": new.assistant_id,
+                            "tenant_id": new.tenant_id,
+                            "thread_id": new.thread_id,
+                        },
+                    )
+                ).first()
+                if seen is None or not self.graphs.has(seen.graph_id):
+                    raise NotFound(_NOT_FOUND)
+                found = seen.thread_status is not None
+                reject = (new.payload.if_not_exists or "reject") == "reject"
+                if not found and not new.stateless and reject:
+                    raise NotFound(_NOT_FOUND)
+                if found and seen.thread_status == ThreadStatus.BUSY:
+                    raise _NothingWritten  # the strategy decides: the locking transaction
+                if found:
+                    self._judge_resume(new, seen.thread_interrupts)
+                row, kwargs = await self._quick(conn, new, seen, direct=direct)
+        except _NothingWritten:
             if not found:  # ON CONFLICT DO NOTHING: the id is taken (by anyone)
-                raise Conflict(f"Thread '{new.thread_id}' already exists")
+                raise Conflict(f"Thread '{new.thread_id}' already exists") from None
+        else:
+            return row, new.first_attempt(row, kwargs) if direct else None, []
         return await self._locked(new, direct=direct)
 
     async def _quick(
-        self, new: NewRun, seen: Row[Any], *, direct: bool
-    ) -> tuple[Row[Any], JSONObject] | None:
-        """`queries.quick_create` (a new thread, or the idle one as `seen`); the run row and
-        its kwargs, or None when it wrote nothing."""
+        self, conn: AsyncConnection, new: NewRun, seen: Row[Any], *, direct: bool
+    ) -> tuple[Row[Any], JSONObject]:
+        """`queries.quick_create` on `conn` (a new thread, or the idle one as `seen`): the
+        run row and its kwargs; `_NothingWritten` when the thread is not as read."""
         kwargs = new.graph_kwargs(seen)
         graph_id = seen.graph_id
         new_thread = seen.thread_status is None
@@ -199,15 +204,11 @@ class RunService:
         dialect = self.engine.dialect.name
         statements, at = queries.quick_create(dialect, new_thread=new_thread, notify=not direct)
         rows: list[Row[Any]] = []
-        try:
-            async with transaction(self.engine, one_statement=len(statements) == 1) as conn:
-                for statement in statements:
-                    written = (await conn.execute(statement, params)).first()
-                    if written is None:
-                        raise _NothingWritten  # rolls back what the earlier ones wrote
-                    rows.append(written)
-        except _NothingWritten:
-            return None
+        for statement in statements:
+            written = (await conn.execute(statement, params)).first()
+            if written is None:
+                raise _NothingWritten  # rolls back what the earlier ones wrote
+            rows.append(written)
         return rows[at], kwargs
 
     def _judge_resume(self, new: NewRun, interrupts: Any) -> None:
