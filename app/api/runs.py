@@ -25,7 +25,6 @@ from app.auth.principal import Principal
 from app.db.storable import MAX_LIMIT, MAX_OFFSET
 from app.errors import ValidationFailed
 from app.runs.events import StreamInterrupted
-from app.runs.resume import check_strict_resume
 from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
 from app.runs.service import RunService
 from app.state import AppState
@@ -177,16 +176,10 @@ async def _create(
     thread_id: str | None,
     payload: RunCreate,
 ) -> dict[str, Any]:
-    if payload.strict_resume and thread_id is not None:
-        await check_strict_resume(
-            state.engine,
-            tenant_id=principal.tenant_id,
-            thread_id=thread_id.lower(),
-            command=payload.command,
-        )
-    return await _service(state).create(
+    run = await _service(state).create(
         principal=principal, thread_id=thread_id, payload=payload, headers=dict(request.headers)
     )
+    return run.to_json()
 
 
 # ---------------------------------------------------------------------- thread runs

@@ -34,6 +34,7 @@ from app.db.dialect import reader
 from app.db.tables import run_events, thread_events, threads
 from app.db.types import utcnow
 from app.errors import InvalidInput
+from app.statuses import ThreadStatus
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ async def _expired(engine: AsyncEngine, now: datetime) -> list[Any]:
                         threads.c.ttl_strategy,
                         threads.c.ttl_minutes,
                     )
-                    .where(threads.c.expires_at <= now, threads.c.status != "busy")
+                    .where(threads.c.expires_at <= now, threads.c.status != ThreadStatus.BUSY)
                     .order_by(threads.c.expires_at)
                     .limit(BATCH_SIZE)
                 )
@@ -150,7 +151,7 @@ async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetim
                     threads.c.tenant_id == row.tenant_id,
                     threads.c.thread_id == row.thread_id,
                     threads.c.expires_at <= now,
-                    threads.c.status != "busy",
+                    threads.c.status != ThreadStatus.BUSY,
                 )
                 .returning(threads.c.thread_id)
             )

@@ -66,7 +66,7 @@ from app.errors import AppError, NotFound, ValidationFailed
 from app.protocols import shared
 from app.protocols.a2a_tasks import MessageInput, echo_user_message, ended_task, task_of
 from app.protocols.shared import Caller, JSONObject
-from app.runs.queue import ACTIVE_STATUSES
+from app.statuses import ACTIVE_RUN_STATUSES as ACTIVE_STATUSES
 from app.threads.service import new_thread_id
 
 A2A_PATH = "/a2a/{assistant_id}"

@@ -126,9 +126,10 @@ async def start_run(
         metadata={"protocol": "graphkeep.protocols"},
     )
     try:
-        return await caller.runs.create(
+        run = await caller.runs.create(
             principal=caller.principal, thread_id=thread_id, payload=payload, headers=caller.headers
         )
+        return run.to_json()
     except Conflict:
         # With `enqueue` the one conflict is a thread id taken by another tenant: it is as
         # missing to this caller as any other tenant's resource (no hint that it exists).

@@ -8,18 +8,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
-from app.db.dialect import reader
-from app.db.tables import runs
+from app.db.access import read, transaction
 from app.graphs.jsonable import dumps
-from app.runs import finish
+from app.runs import finish, queries
 from app.runs.events import EventHub, RunPublisher
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.queue import ClaimedRun, release
+from app.statuses import ThreadStatus
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +32,8 @@ class AttemptEnding:
         """The one WARNING of a stopped attempt: the run, this attempt and the current one."""
         current: Any = None
         try:
-            async with reader(self.engine).connect() as conn:
-                current = (
-                    await conn.execute(
-                        select(runs.c.attempt, runs.c.status).where(runs.c.run_id == token.run_id)
-                    )
-                ).first()
+            async with read(self.engine) as conn:
+                current = (await conn.execute(queries.current_attempt(token.run_id))).first()
         except Exception:  # the warning goes out all the same
             log.debug("current attempt not read", exc_info=True)
         if what == "lease":
@@ -63,7 +58,7 @@ class AttemptEnding:
         reason = type(exc).__name__
         if run.attempt < self.max_attempts:
             try:
-                async with self.engine.begin() as conn:
+                async with transaction(self.engine) as conn:
                     await release(conn, run_id=run.run_id, worker_id=worker_id, attempt=run.attempt)
                     await self.hub.notify(conn, "q")
                 self.hub.queue_wakeup.set()
@@ -110,7 +105,7 @@ class AttemptEnding:
                 "error": err["error"],
             },
         )
-        if settled == "busy":
+        if settled == ThreadStatus.BUSY:
             self.hub.queue_wakeup.set()
         return True
 

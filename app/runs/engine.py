@@ -69,7 +69,6 @@ async def open_run_engine(
         keepalive_seconds=settings.stream_keepalive_seconds,
     )
     await hub.start()
-    service = RunService(engine=engine, hub=hub, graphs=graphs, saver=saver)
     pool: WorkerPool | None = None
     if workers > 0:
         executor = RunExecutor(
@@ -92,7 +91,8 @@ async def open_run_engine(
             sweep_interval_seconds=settings.sweep_interval_seconds,
         )
         pool.start()
-        service.local_pool = pool
+    # the service sees the pool only as the slots a new run may start on (LocalWorkers)
+    service = RunService(engine=engine, hub=hub, graphs=graphs, saver=saver, workers=pool)
     run_engine = RunEngine(hub=hub, service=service, pool=pool)
     hub.shutdown_hooks.append(run_engine.begin_drain)
     return run_engine

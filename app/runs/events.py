@@ -49,13 +49,13 @@ from app.db.types import utcnow
 from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
 from app.runs.queue import one_statement
 from app.runs.schemas import new_run_id
+from app.statuses import FINAL_RUN_STATUSES as FINAL_STATUSES
 
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "graphkeep"
 END_EVENT = "__end__"  # internal terminal marker, never sent to clients
 STATE_UPDATE_EVENT = "state_update"  # thread-level event, stored under an id of its own
-FINAL_STATUSES = frozenset({"success", "error", "timeout", "interrupted"})
 _READ_BATCH = 500
 LISTEN_PING_SECONDS = 5.0  # the LISTEN connection is checked this often (and this long)
 _PING_SQL = str(

@@ -24,17 +24,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph.errors import GraphDrained
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.auth.identity import restore_auth_user
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.storable import UnstorableValue
-from app.db.tables import checkpoints, run_events, runs
+from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_storable
-from app.runs import finish, webhooks
+from app.runs import finish, finish_queries, queries, webhooks
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
@@ -44,14 +44,21 @@ from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.signals import RunSignals
+from app.statuses import RunStatus, ThreadStatus
 from app.threads import run_status
 
 log = logging.getLogger(__name__)
 
 
+# what an attempt came to besides a run status: its run deleted (a cancel with rollback) or
+# handed back to the queue (drained at shutdown)
+ROLLBACK = "rollback"
+DRAINED = "drained"
+
+
 @dataclass
 class _Outcome:
-    status: str  # success | error | timeout | interrupted | rollback | drained
+    status: RunStatus | str  # a final RunStatus, ROLLBACK or DRAINED
     error: dict[str, str] | None = None
     give_up: bool = False  # attempts exhausted: end it without reading the thread's state
 
@@ -117,16 +124,16 @@ class RunExecutor(AttemptEnding):
             token=token,
         )
         ended = False
-        done_after = ""  # what the settle did of the after-run bookkeeping (see _settle)
+        thread_gone = False  # the settle deleted the temporary thread already (see _settle)
         started = time.monotonic()
         try:
             outcome = await self._outcome(run, signals, publisher)
             if outcome is None:
                 return  # abandoned: the lease expires and another worker resumes the run
-            if outcome.status == "drained":
+            if outcome.status == DRAINED:
                 metrics.count_drain(run.graph_id)
                 await publisher.flush()
-                async with self.engine.begin() as conn:
+                async with transaction(self.engine) as conn:
                     await release(conn, run_id=run.run_id, worker_id=worker_id, attempt=run.attempt)
                     await self.hub.notify(conn, "q")
                 self.hub.queue_wakeup.set()
@@ -134,11 +141,11 @@ class RunExecutor(AttemptEnding):
             if outcome.give_up:
                 ended = await self._give_up(run, publisher, outcome.error or {}, "attempts")
             else:
-                done_after = await self._settle(run, outcome, publisher, worker_id=worker_id)
+                thread_gone = await self._settle(run, outcome, publisher, worker_id=worker_id)
                 ended = True
             if ended:
                 self._observe(run, outcome, time.monotonic() - started)
-                status = "error" if outcome.give_up else outcome.status
+                status = RunStatus.ERROR if outcome.give_up else outcome.status
                 await self.thread_stream.ended(run, status, outcome.error)
         except AttemptSuperseded as exc:
             signals.supersede(exc.what, None)
@@ -150,7 +157,7 @@ class RunExecutor(AttemptEnding):
             log.exception("settling a run failed", extra={"run_id": run.run_id})
             ended = await self._settle_failed(run, publisher, exc, worker_id=worker_id)
             if ended:  # it gave up: the thread stream's root ends `failed` too
-                await self.thread_stream.ended(run, "error", error_payload(exc))
+                await self.thread_stream.ended(run, RunStatus.ERROR, error_payload(exc))
         finally:
             publisher.close(ended=ended)
         if signals.superseded is not None:
@@ -161,11 +168,11 @@ class RunExecutor(AttemptEnding):
             # Only now (this attempt's settle committed) may the webhook go out.
             if not run.temporary:  # a temporary thread is about to go
                 await self._observe_history(run)
-            await self._after(run, thread_gone=done_after == "deleted")
+            await self._after(run, thread_gone=thread_gone)
 
     def _observe(self, run: ClaimedRun, outcome: _Outcome, seconds: float) -> None:
         metrics.observe_run_finished(run.graph_id, outcome.status, seconds)
-        if run.attempt > 1 and outcome.status == "error":
+        if run.attempt > 1 and outcome.status == RunStatus.ERROR:
             # a recovered or drained run that could not finish from its last checkpoint
             metrics.count_resume_failure(run.graph_id)
 
@@ -175,19 +182,9 @@ class RunExecutor(AttemptEnding):
         The count stops one past the histogram's top bucket: a longer thread lands in +Inf
         all the same, and this runs after every run, so its cost must not grow with history.
         """
-        capped = (
-            select(checkpoints.c.checkpoint_id)
-            .where(
-                checkpoints.c.tenant_id == run.tenant_id,
-                checkpoints.c.thread_id == run.thread_id,
-                checkpoints.c.checkpoint_ns == "",
-            )
-            .limit(metrics.HISTORY_COUNT_CAP)
-            .subquery()
-        )
-        query = select(func.count()).select_from(capped)
+        query = queries.history_length(run.tenant_id, run.thread_id, metrics.HISTORY_COUNT_CAP)
         try:
-            async with reader(self.engine).connect() as conn:
+            async with read(self.engine) as conn:
                 length = int((await conn.execute(query)).scalar_one())
         except Exception:  # a metric never fails a settled run
             log.debug("history length not observed", exc_info=True)
@@ -199,7 +196,7 @@ class RunExecutor(AttemptEnding):
         self, run: ClaimedRun, signals: RunSignals, publisher: RunPublisher
     ) -> _Outcome | None:
         if run.cancel_action:
-            return _Outcome("rollback" if run.cancel_action == "rollback" else "interrupted")
+            return _Outcome(ROLLBACK if run.cancel_action == "rollback" else RunStatus.INTERRUPTED)
         if run.attempt > self.max_attempts:
             # its workers died or its settles kept failing (a failing settle hands the run on)
             err = {
@@ -207,7 +204,7 @@ class RunExecutor(AttemptEnding):
                 "message": f"run exceeded its {self.max_attempts} attempts "
                 "(workers lost or ending it kept failing)",
             }
-            return _Outcome("error", err, give_up=True)
+            return _Outcome(RunStatus.ERROR, err, give_up=True)
         publisher.emit("metadata", dumps({"run_id": run.run_id, "attempt": run.attempt}))
         try:
             try:
@@ -222,7 +219,7 @@ class RunExecutor(AttemptEnding):
                 )
             finally:
                 signals.settling = True
-            return _Outcome("success")
+            return _Outcome(RunStatus.SUCCESS)
         except AttemptSuperseded as exc:  # a write of the graph (or of its events) was refused
             signals.supersede(exc.what, None)
             return None
@@ -232,22 +229,22 @@ class RunExecutor(AttemptEnding):
                 raise
             task.uncancel()
             action = signals.cancel_action or "interrupt"
-            return _Outcome("rollback" if action == "rollback" else "interrupted")
+            return _Outcome(ROLLBACK if action == "rollback" else RunStatus.INTERRUPTED)
         except GraphDrained:
-            return _Outcome("drained")
+            return _Outcome(DRAINED)
         except TimeoutError as exc:
             err = error_payload(exc) if str(exc) else {"error": "TimeoutError", "message": ""}
             if self.run_timeout is not None and not str(exc):
                 err["message"] = f"run exceeded {self.run_timeout} s"
                 publisher.emit("error", dumps(err))
-                return _Outcome("timeout", err)
+                return _Outcome(RunStatus.TIMEOUT, err)
             publisher.emit("error", dumps(err))
-            return _Outcome("error", err)
+            return _Outcome(RunStatus.ERROR, err)
         except Exception as exc:
             err = error_payload(exc)
             log.info("run failed", extra={"run_id": run.run_id, "error": err["error"]})
             publisher.emit("error", dumps(err))
-            return _Outcome("error", err)
+            return _Outcome(RunStatus.ERROR, err)
 
     async def _has_progress(self, run: ClaimedRun) -> bool:
         """Did an earlier attempt of this run write a checkpoint? Then resume from it."""
@@ -348,17 +345,18 @@ class RunExecutor(AttemptEnding):
 
     async def _settle(
         self, run: ClaimedRun, outcome: _Outcome, publisher: RunPublisher, *, worker_id: str
-    ) -> str:
-        """Write the run's end. Returns what it did of the after-run bookkeeping: "deleted"
-        (the temporary thread went with the run) or ""."""
+    ) -> bool:
+        """Write the run's end. True when the temporary thread went with the run (the
+        after-run bookkeeping has nothing left to delete)."""
         token = FencingToken(run.run_id, run.attempt)
-        if outcome.status == "rollback":
-            async with reader(self.engine).connect() as conn:
-                owner = (await conn.execute(select(runs.c.run_id).where(owns_run(token)))).first()
+        rollback = outcome.status == ROLLBACK
+        if rollback:
+            async with read(self.engine) as conn:
+                owner = (await conn.execute(queries.owned_run(token))).first()
             if owner is None:  # a newer attempt owns the run: its checkpoints are not ours
                 raise AttemptSuperseded(token, "rollback")
             await self._saver(run).adelete_for_runs([run.run_id])
-        delete_thread = outcome.status != "rollback" and self._ends_with_thread(run)
+        delete_thread = not rollback and self._ends_with_thread(run)
         if delete_thread:
             # the thread goes with the run: no state to read
             values, interrupts, has_next = None, dict[str, Any](), False
@@ -368,16 +366,16 @@ class RunExecutor(AttemptEnding):
             except UnstorableValue as exc:
                 # graph output storage cannot hold: the run fails with a clear error and the
                 # thread's cached values are left empty rather than unreadable
-                outcome = _Outcome("error", error_payload(exc))
+                outcome = _Outcome(RunStatus.ERROR, error_payload(exc))
                 publisher.emit("error", dumps(outcome.error))
                 values, interrupts, has_next = None, dict[str, Any](), False
         rows = await publisher.final_rows()
-        if outcome.status in ("error", "timeout"):
-            thread_status = "error"
+        if outcome.status in (RunStatus.ERROR, RunStatus.TIMEOUT):
+            thread_status = ThreadStatus.ERROR
         else:
-            thread_status = "interrupted" if has_next else "idle"
+            thread_status = ThreadStatus.INTERRUPTED if has_next else ThreadStatus.IDLE
         now = utcnow()
-        if self._one_statement_finish and outcome.status != "rollback":
+        if self._one_statement_finish and not rollback:
             # PostgreSQL: one statement, one round trip (app/runs/finish.py). The payloads
             # are the ones EventHub.notify sends.
             origin = self.hub.origin
@@ -394,12 +392,12 @@ class RunExecutor(AttemptEnding):
             )
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
-                return "deleted"
+                return True
             settled = await retry_deadlock(
                 lambda: finish.settle(
                     self.engine,
                     end,
-                    status=outcome.status,
+                    status=RunStatus(outcome.status),
                     error=outcome.error,
                     thread_status=thread_status,
                     values=values,
@@ -407,26 +405,21 @@ class RunExecutor(AttemptEnding):
                     now=now,
                 )
             )
-            if settled == "busy":
+            if settled == ThreadStatus.BUSY:
                 self.hub.queue_wakeup.set()
-            return ""
-        async with self.engine.begin() as conn:
+            return False
+        async with transaction(self.engine) as conn:
             # fenced: only while this attempt owns the run (SQLite: under the write lock)
-            if outcome.status == "rollback":
-                ended = await conn.execute(
-                    delete(runs).where(owns_run(token), runs.c.tenant_id == run.tenant_id)
-                )
+            if rollback:
+                ended = await conn.execute(queries.delete_owned_run(token, run.tenant_id))
             else:
                 ended = await conn.execute(
-                    runs.update()
-                    .where(owns_run(token), runs.c.tenant_id == run.tenant_id)
-                    .values(
-                        status=outcome.status,
+                    finish_queries.end_run(
+                        owns_run(token),
+                        tenant_id=run.tenant_id,
+                        status=RunStatus(outcome.status).value,
                         error=outcome.error,
-                        ended_at=now,
-                        updated_at=now,
-                        worker_id=None,
-                        lease_expires_at=None,
+                        now=now,
                     )
                 )
             if not ended.rowcount:
@@ -445,11 +438,11 @@ class RunExecutor(AttemptEnding):
                 error=outcome.error,
             )
             await self.hub.notify(conn, "e", run.run_id, thread_id=run.thread_id)
-            if settled == "busy":  # runs queued behind this one may start now
+            if settled == ThreadStatus.BUSY:  # runs queued behind this one may start now
                 await self.hub.notify(conn, "q")
-        if settled == "busy":
+        if settled == ThreadStatus.BUSY:
             self.hub.queue_wakeup.set()
-        return ""
+        return False
 
     async def _after(self, run: ClaimedRun, *, thread_gone: bool = False) -> None:
         """Webhook and temporary-thread clean-up, once the run is final."""
@@ -466,7 +459,7 @@ class RunExecutor(AttemptEnding):
             )  # fmt: skip
         if delete_thread:
             await self._saver(run).adelete_thread(run.thread_id)
-            async with self.engine.begin() as conn:
+            async with transaction(self.engine) as conn:
                 await run_status.delete_thread_row(
                     conn, tenant_id=run.tenant_id, thread_id=run.thread_id
                 )

@@ -1,4 +1,4 @@
-"""A run's end on PostgreSQL in ONE autocommitted statement.
+"""A run's end on PostgreSQL in ONE autocommitted statement (built in app/runs/queries.py).
 
 Ending a run writes its final status, the events not stored yet plus the `__end__` marker, the
 expiry of the events stored earlier, the thread's status / values / interrupts and the NOTIFYs
@@ -25,116 +25,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Text, bindparam, insert, text
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.sql.elements import BindParameter
 
 from app import metrics
-from app.db.tables import run_events, runs, threads
+from app.db.access import transaction
+from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps
+from app.runs import finish_queries
 from app.runs.events import EventHub
-from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
-from app.runs.queue import one_statement
+from app.runs.fencing import AttemptSuperseded, FencingToken, fence_params, owns_run
+from app.statuses import RunStatus, ThreadStatus
 from app.threads import run_status
-
-_JSON = threads.c["values"].type
-_RUN_ERROR = runs.c.error.type
-
-# The event rows (seq, event, data, created_at) come as parallel arrays, so one statement
-# shape serves any number of events (it stays in the prepared-statement caches).
-_EVENTS = """
-    ev AS (
-        INSERT INTO run_events (run_id, seq, thread_id, tenant_id, event, data, created_at,
-                                expires_at)
-        SELECT :run_id, e.seq, :thread_id, :tenant_id, e.event, e.data, e.created_at,
-               :expires_at
-        FROM unnest(:seqs, :events, :datas, :created) AS e(seq, event, data, created_at)
-        WHERE EXISTS (SELECT 1 FROM r)
-    ),
-    x AS (
-        UPDATE run_events SET expires_at = :expires_at
-        WHERE :wrote_any AND run_id = :run_id AND tenant_id = :tenant_id
-          AND expires_at IS NULL AND EXISTS (SELECT 1 FROM r)
-    )"""
-
-# Fenced (app/runs/fencing.py): `r` ends the run only while this attempt owns it (its
-# fencing token, still running; the row lock makes a concurrent reaper or claim wait, or this
-# see their change and do nothing), and everything else is conditional on `r`, so a
-# superseded attempt's settle changes nothing and says so (`owned` 0). The thread update
-# reads `r`, so the row locks are taken run then thread, the order a cancel takes them.
-# Another run pending or running on the thread keeps it busy; ours still reads `running` in
-# this statement's snapshot, hence `run_id <> :run_id`.
-_SETTLE = f"""
-WITH r AS (
-        UPDATE runs SET status = :status, error = :run_error, ended_at = :now,
-            updated_at = :now, worker_id = NULL, lease_expires_at = NULL
-        WHERE run_id = :run_id AND tenant_id = :tenant_id AND attempt = :attempt
-          AND status = 'running'
-        RETURNING run_id
-    ),
-    t AS (
-        UPDATE threads SET
-            status = CASE WHEN EXISTS (
-                SELECT 1 FROM runs AS o
-                WHERE o.thread_id = :thread_id AND o.tenant_id = :tenant_id
-                  AND o.status IN ('pending', 'running') AND o.run_id <> :run_id
-            ) THEN 'busy' ELSE :thread_status END,
-            "values" = :values, interrupts = :interrupts, error = :error,
-            updated_at = :now, state_updated_at = :now
-        WHERE thread_id = :thread_id AND tenant_id = :tenant_id AND EXISTS (SELECT 1 FROM r)
-        RETURNING status
-    ),{_EVENTS}
-SELECT (SELECT count(*) FROM r) AS owned, (SELECT status FROM t) AS thread_status,
-       (SELECT pg_notify(:channel, :e_payload) FROM r)::text AS e,
-       (SELECT pg_notify(:channel, :q_payload) FROM t WHERE t.status = 'busy')::text AS q
-"""
-
-# Fenced as the settle: `r` is the owning run row, locked; nothing happens without it.
-_DELETE_TEMPORARY = f"""
-WITH r AS (
-        SELECT run_id FROM runs
-        WHERE run_id = :run_id AND tenant_id = :tenant_id AND attempt = :attempt
-          AND status = 'running'
-        FOR UPDATE
-    ),{_EVENTS},
-    dc AS (DELETE FROM checkpoints WHERE tenant_id = :tenant_id AND thread_id = :thread_id
-           AND EXISTS (SELECT 1 FROM r)),
-    db AS (DELETE FROM checkpoint_blobs WHERE tenant_id = :tenant_id AND thread_id = :thread_id
-           AND EXISTS (SELECT 1 FROM r)),
-    dw AS (DELETE FROM checkpoint_writes WHERE tenant_id = :tenant_id AND thread_id = :thread_id
-           AND EXISTS (SELECT 1 FROM r)),
-    dt AS (DELETE FROM threads WHERE thread_id = :thread_id AND tenant_id = :tenant_id
-           AND EXISTS (SELECT 1 FROM r))
-SELECT (SELECT count(*) FROM r) AS owned, CAST(NULL AS text) AS thread_status,
-       (SELECT pg_notify(:channel, :e_payload) FROM r)::text AS e, CAST(NULL AS text) AS q
-"""
-
-
-def _statement(sql: str, *, settle: bool) -> Any:
-    binds: list[BindParameter[Any]] = [
-        bindparam("seqs", type_=postgresql.ARRAY(BigInteger)),
-        bindparam("events", type_=postgresql.ARRAY(Text)),
-        bindparam("datas", type_=postgresql.ARRAY(run_events.c.data.type)),  # sealed
-        bindparam("created", type_=postgresql.ARRAY(DateTime(timezone=True))),
-        bindparam("expires_at", type_=DateTime(timezone=True)),
-    ]
-    if settle:
-        binds += [
-            bindparam("values", type_=_JSON),
-            bindparam("interrupts", type_=_JSON),
-            bindparam("error", type_=_JSON),
-            bindparam("run_error", type_=_RUN_ERROR),
-            bindparam("now", type_=DateTime(timezone=True)),
-        ]
-    return (
-        text(sql).bindparams(*binds).columns(owned=BigInteger, thread_status=Text, e=Text, q=Text)
-    )
-
-
-SETTLE = _statement(_SETTLE, settle=True)
-DELETE_TEMPORARY = _statement(_DELETE_TEMPORARY, settle=False)
 
 
 @dataclass(frozen=True)
@@ -156,37 +59,37 @@ async def settle(
     engine: AsyncEngine,
     finish: Finish,
     *,
-    status: str,
+    status: RunStatus,
     error: dict[str, str] | None,
-    thread_status: str,
+    thread_status: ThreadStatus,
     values: Any,
     interrupts: dict[str, Any],
     now: datetime,
-) -> str | None:
+) -> ThreadStatus | None:
     """Final run status, events and thread state in one statement; the thread's new status
     (None if the thread is gone)."""
     params = {
         **_common(finish),
-        "status": status,
-        "run_error": error,
-        "thread_status": thread_status,
-        "values": values,
-        "interrupts": interrupts,
-        "error": error,
-        "now": now,
+        "e_status": RunStatus(status).value,
+        "e_run_error": error,
+        "e_thread_status": ThreadStatus(thread_status).value,
+        "e_values": values,
+        "e_interrupts": interrupts,
+        "e_error": error,
+        "e_now": now,
         "q_payload": finish.q_payload,
     }
-    async with one_statement(engine) as conn:
-        row = (await conn.execute(SETTLE, params)).one()
+    async with transaction(engine, one_statement=True) as conn:
+        row = (await conn.execute(finish_queries.settle_in_one(), params)).one()
     _check_owned(finish, row, "settle")
-    return None if row.thread_status is None else str(row.thread_status)
+    return None if row.thread_status is None else ThreadStatus(row.thread_status)
 
 
 async def delete_temporary(engine: AsyncEngine, finish: Finish) -> None:
     """End a stateless run by deleting its temporary thread, checkpoints and (cascade) the run,
     with its events stored, in one statement."""
-    async with one_statement(engine) as conn:
-        row = (await conn.execute(DELETE_TEMPORARY, _common(finish))).one()
+    async with transaction(engine, one_statement=True) as conn:
+        row = (await conn.execute(finish_queries.delete_temporary_in_one(), _common(finish))).one()
     _check_owned(finish, row, "settle")
 
 
@@ -199,17 +102,16 @@ def _check_owned(finish: Finish, row: Any, what: str) -> None:
 def _common(finish: Finish) -> dict[str, Any]:
     rows = finish.rows
     return {
-        "run_id": finish.run_id,
-        "attempt": finish.attempt,
-        "thread_id": finish.thread_id,
-        "tenant_id": finish.tenant_id,
-        "seqs": [r["seq"] for r in rows],
-        "events": [r["event"] for r in rows],
-        "datas": [r["data"] for r in rows],
-        "created": [r["created_at"] for r in rows],
-        "expires_at": rows[-1]["expires_at"],
-        "wrote_any": finish.wrote_any,
-        "channel": finish.channel,
+        **fence_params(FencingToken(finish.run_id, finish.attempt)),
+        "e_thread_id": finish.thread_id,
+        "e_tenant_id": finish.tenant_id,
+        "e_seq": [r["seq"] for r in rows],
+        "e_event": [r["event"] for r in rows],
+        "e_data": [r["data"] for r in rows],
+        "e_created_at": [r["created_at"] for r in rows],
+        "e_expires_at": rows[-1]["expires_at"],
+        "e_wrote_any": finish.wrote_any,
+        "e_channel": finish.channel,
         "e_payload": finish.e_payload,
     }
 
@@ -223,24 +125,20 @@ async def give_up(
     tenant_id: str,
     error: dict[str, str],
     after_seq: int,
-) -> tuple[str | None, int]:
+) -> tuple[ThreadStatus | None, int]:
     """End a run `error` without reading its thread's state (that read, or the full settle,
     is what failed): the run's final status, an `error` event and the `__end__` marker, the
     thread released (status error, its cached values kept; busy if other runs wait). Fenced
     like the settle; both dialects, one transaction. Returns the thread's new status and the
     seq of the `error` event."""
-    now = utcnow()
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         ended = await conn.execute(
-            runs.update()
-            .where(owns_run(token), runs.c.tenant_id == tenant_id)
-            .values(
-                status="error",
+            finish_queries.end_run(
+                owns_run(token),
+                tenant_id=tenant_id,
+                status=RunStatus.ERROR.value,
                 error=error,
-                ended_at=now,
-                updated_at=now,
-                worker_id=None,
-                lease_expires_at=None,
+                now=utcnow(),
             )
         )
         if not ended.rowcount:
@@ -255,9 +153,9 @@ async def give_up(
         await conn.execute(insert(run_events), [failed, end])
         await hub.set_expiry(conn, run_id=token.run_id, tenant_id=tenant_id)
         settled = await run_status.settle_thread(
-            conn, tenant_id=tenant_id, thread_id=thread_id, status="error", error=error
+            conn, tenant_id=tenant_id, thread_id=thread_id, status=ThreadStatus.ERROR, error=error
         )
         await hub.notify(conn, "e", token.run_id, thread_id=thread_id)
-        if settled == "busy":
+        if settled == ThreadStatus.BUSY:
             await hub.notify(conn, "q")
     return settled, seq

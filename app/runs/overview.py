@@ -12,12 +12,14 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader
+from app.db.access import read
 from app.db.tables import runs
 from app.db.types import utcnow
-from app.runs.queue import ACTIVE_STATUSES
+from app.statuses import ACTIVE_RUN_STATUSES, RunStatus
 
-FAILED_STATUSES = ("error", "timeout")
+ACTIVE_STATUSES = [s.value for s in sorted(ACTIVE_RUN_STATUSES)]  # pending, running
+
+FAILED_STATUSES = (RunStatus.ERROR.value, RunStatus.TIMEOUT.value)
 _LIST_COLUMNS = (
     runs.c.run_id,
     runs.c.thread_id,
@@ -46,7 +48,7 @@ def _rows(result: Any) -> list[dict[str, Any]]:
 
 async def runs_overview(engine: AsyncEngine, *, tenant_id: str, limit: int = 20) -> RunsOverview:
     mine = runs.c.tenant_id == tenant_id
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         counts = dict.fromkeys(ACTIVE_STATUSES, 0)
         grouped = await conn.execute(
             select(runs.c.status, func.count())
@@ -72,7 +74,7 @@ async def runs_overview(engine: AsyncEngine, *, tenant_id: str, limit: int = 20)
                 )
                 .where(
                     mine,
-                    runs.c.status == "running",
+                    runs.c.status == RunStatus.RUNNING.value,
                     runs.c.worker_id.is_not(None),
                     runs.c.lease_expires_at > utcnow(),
                 )

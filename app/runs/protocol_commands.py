@@ -85,7 +85,7 @@ class ProtocolCommands:
         created = await self.runs.create(
             principal=principal, thread_id=thread_id, payload=payload, headers=headers
         )
-        return str(created["run_id"])
+        return created.run_id
 
     async def run_start(
         self,

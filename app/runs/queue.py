@@ -20,8 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,8 +28,6 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
-    and_,
-    bindparam,
     cast,
     column,
     exists,
@@ -39,19 +36,17 @@ from sqlalchemy import (
     or_,
     select,
     table,
-    type_coerce,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
 from app.db import sealed
-from app.db.dialect import lock_for_claim, single_statement_autocommit
+from app.db.access import read, transaction
 from app.db.tables import runs
-from app.db.types import JSONType, utcnow
+from app.db.types import utcnow
+from app.runs import queries
 
 log = logging.getLogger(__name__)
-
-ACTIVE_STATUSES = ("pending", "running")
 
 
 @dataclass(frozen=True)
@@ -75,76 +70,10 @@ class LeaseState:
     cancel_action: str | None
 
 
-_CLAIM_STATEMENTS: dict[str, Any] = {}
-
-
-def _claim_statement(dialect_name: str) -> Any:
-    """The claim UPDATE, built once per dialect (bound: p_now, p_lease_until, p_worker)."""
-    cached = _CLAIM_STATEMENTS.get(dialect_name)
-    if cached is not None:
-        return cached
-    now = bindparam("p_now", type_=runs.c.available_at.type)
-    cand = runs.alias("cand")
-    other = runs.alias("other")
-    blocked = exists(
-        select(other.c.run_id).where(
-            other.c.thread_id == cand.c.thread_id,
-            other.c.run_id != cand.c.run_id,
-            or_(
-                other.c.status == "running",
-                and_(other.c.status == "pending", other.c.created_at < cand.c.created_at),
-            ),
-        )
-    )
-    candidate = (
-        select(cand.c.run_id)
-        .where(cand.c.status == "pending", cand.c.available_at <= now, ~blocked)
-        .order_by(cand.c.created_at, cand.c.run_id)
-        .limit(1)
-    )
-    candidate = lock_for_claim(dialect_name, candidate)
-    stmt = (
-        runs.update()
-        .where(runs.c.run_id == candidate.scalar_subquery(), runs.c.status == "pending")
-        .values(
-            status="running",
-            worker_id=bindparam("p_worker"),
-            lease_expires_at=bindparam("p_lease_until", type_=runs.c.lease_expires_at.type),
-            attempt=runs.c.attempt + 1,
-            started_at=func.coalesce(runs.c.started_at, now),
-            updated_at=now,
-        )
-        .returning(
-            runs.c.run_id,
-            runs.c.tenant_id,
-            runs.c.thread_id,
-            runs.c.assistant_id,
-            runs.c.graph_id,
-            # as stored: opened after the claim committed (see `claim`)
-            type_coerce(runs.c.kwargs, JSONType).label("kwargs"),
-            runs.c.metadata,
-            runs.c.attempt,
-            runs.c.temporary,
-            runs.c.cancel_action,
-            runs.c.created_at,
-            runs.c.available_at,
-        )
-    )
-    _CLAIM_STATEMENTS[dialect_name] = stmt
-    return stmt
-
-
-@asynccontextmanager
-async def one_statement(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
-    """A connection for a single atomic write: autocommit on PostgreSQL (no BEGIN/COMMIT
-    round trips), the engine's write transaction on SQLite."""
-    if single_statement_autocommit(engine.dialect):
-        async with engine.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            yield conn
-    else:
-        async with engine.begin() as conn:
-            yield conn
+def one_statement(engine: AsyncEngine) -> AbstractAsyncContextManager[AsyncConnection]:
+    """`app.db.access.transaction(engine, one_statement=True)`; kept only for
+    app/runs/events.py, which moves to that name."""
+    return transaction(engine, one_statement=True)
 
 
 async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) -> ClaimedRun | None:
@@ -155,8 +84,8 @@ async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) ->
         "p_lease_until": now + timedelta(seconds=lease_seconds),
         "p_worker": worker_id,
     }
-    async with one_statement(engine) as conn:
-        row = (await conn.execute(_claim_statement(conn.dialect.name), params)).first()
+    async with transaction(engine, one_statement=True) as conn:
+        row = (await conn.execute(queries.claim(conn.dialect.name), params)).first()
     if row is None:
         return None
     metrics.observe_queue_wait(row.graph_id, (now - row.available_at).total_seconds())
@@ -186,12 +115,6 @@ async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) ->
     )
 
 
-def _held_by(run_id: str, worker_id: str, attempt: int | None) -> ColumnElement[bool]:
-    """The run is running under `worker_id` (and, given an attempt, that fencing token)."""
-    held = and_(runs.c.run_id == run_id, runs.c.worker_id == worker_id, runs.c.status == "running")
-    return held if attempt is None else and_(held, runs.c.attempt == attempt)
-
-
 async def renew(
     engine: AsyncEngine,
     *,
@@ -202,15 +125,9 @@ async def renew(
 ) -> LeaseState:
     """Extend the lease; also reports a cancel asked for meanwhile. With `attempt`, only
     that attempt's lease (a superseded attempt's renewal changes nothing)."""
-    async with one_statement(engine) as conn:
-        row = (
-            await conn.execute(
-                runs.update()
-                .where(_held_by(run_id, worker_id, attempt))
-                .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds))
-                .returning(runs.c.cancel_action)
-            )
-        ).first()
+    until = utcnow() + timedelta(seconds=lease_seconds)
+    async with transaction(engine, one_statement=True) as conn:
+        row = (await conn.execute(queries.renew(run_id, worker_id, attempt, until))).first()
     if row is None:
         return LeaseState(held=False, cancel_action=None)
     return LeaseState(held=True, cancel_action=row.cancel_action)
@@ -221,18 +138,7 @@ async def release(
 ) -> bool:
     """Hand a claimed run back to the queue (drain); any worker may claim it at once. With
     `attempt`, only while that attempt owns the run."""
-    now = utcnow()
-    result = await conn.execute(
-        runs.update()
-        .where(_held_by(run_id, worker_id, attempt))
-        .values(
-            status="pending",
-            worker_id=None,
-            lease_expires_at=None,
-            available_at=now,
-            updated_at=now,
-        )
-    )
+    result = await conn.execute(queries.release(run_id, worker_id, attempt, utcnow()))
     return bool(result.rowcount)
 
 
@@ -328,31 +234,13 @@ async def reap_expired(engine: AsyncEngine, *, own_worker_id: str | None = None)
     elif engine.dialect.name == "postgresql":
         lost = or_(lost, ~_worker_alive_pg())
     else:
-        async with one_statement(engine) as conn:
-            holders = (
-                await conn.execute(
-                    select(runs.c.worker_id)
-                    .where(runs.c.status == "running", runs.c.worker_id.is_not(None))
-                    .distinct()
-                )
-            ).scalars()
+        async with read(engine) as conn:
+            holders = (await conn.execute(queries.running_worker_ids())).scalars()
             dead = dead_local_workers(list(holders), own_worker_id=own_worker_id)
         if dead:
             lost = or_(lost, runs.c.worker_id.in_(dead))
-    async with one_statement(engine) as conn:
-        rows = await conn.execute(
-            runs.update()
-            .where(runs.c.status == "running", lost)
-            .values(
-                status="pending",
-                worker_id=None,
-                lease_expires_at=None,
-                available_at=now,
-                updated_at=now,
-            )
-            .returning(runs.c.run_id, runs.c.graph_id)
-        )
-        reaped = rows.all()
+    async with transaction(engine, one_statement=True) as conn:
+        reaped = (await conn.execute(queries.reap(lost, now))).all()
     for row in reaped:
         metrics.count_run_recovered(row.graph_id)
     return [r.run_id for r in reaped]

@@ -2,8 +2,9 @@
 with LangGraph's `UnknownInterruptError` and leaves the thread as it was.
 
 Two places enforce it. At run creation, when the thread has no run in flight, its pending
-interrupts are known: a resume that cannot match them is refused with 409 before anything is
-created. A run queued behind others cannot be judged then (the runs before it change the
+interrupts are known: a resume that cannot match them is refused with 409 in the create's
+own write (app/runs/service.py), so nothing is created and no state change slips in
+between. A run queued behind others cannot be judged then (the runs before it change the
 thread), so the run also carries the flag to LangGraph, which checks the resume against the
 checkpoint it starts from and raises before writing anything; the run then ends `error`.
 The rules are LangGraph's (`PregelLoop`): a map of interrupt ids must name only pending ones and
@@ -17,11 +18,7 @@ import re
 from typing import Any
 
 from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader
-from app.db.tables import threads
 from app.errors import Conflict
 
 # The configurable key that turns on LangGraph's own check for one run.
@@ -61,23 +58,12 @@ def refusal(resume: Any, pending: set[str]) -> str | None:
     return None
 
 
-async def check_strict_resume(
-    engine: AsyncEngine, *, tenant_id: str, thread_id: str, command: dict[str, Any] | None
-) -> None:
-    """409 when `command.resume` cannot answer the thread's pending interrupts (only judged
-    when nothing is in flight on the thread; a missing thread is left to run creation)."""
+def check(command: dict[str, Any] | None, interrupts: Any) -> None:
+    """409 when `command.resume` cannot answer the thread's pending `interrupts` (its
+    `interrupts` column). The run service calls it inside the create's write, and only when
+    nothing is in flight on the thread (what runs before a queued run changes the thread)."""
     if not command or command.get("resume") is None:
         return
-    async with reader(engine).connect() as conn:  # one statement: no SQLite write lock
-        row = (
-            await conn.execute(
-                select(threads.c.status, threads.c.interrupts).where(
-                    threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
-                )
-            )
-        ).first()
-    if row is None or row.status == "busy":
-        return
-    reason = refusal(command["resume"], _pending_ids(row.interrupts))
+    reason = refusal(command["resume"], _pending_ids(interrupts))
     if reason is not None:
         raise Conflict(f"UnknownInterruptError: {reason}")

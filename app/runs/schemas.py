@@ -1,4 +1,4 @@
-"""Run request models and the Run object as the API returns it (contract sections 5.1, 5.2)."""
+"""Run request models (contract section 5.2); the Run itself is app/runs/models.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from sqlalchemy.engine import Row
 
 from app.db.storable import (
     MAX_AFTER_SECONDS,
@@ -100,29 +99,3 @@ class RunsCancel(BaseModel):
     thread_id: str | None = None
     run_ids: IdList = None
     status: Literal["pending", "running", "all"] | None = None
-
-
-def run_json(row: Row[Any]) -> dict[str, Any]:
-    """A runs row as the contract's Run object."""
-    return {
-        "run_id": row.run_id,
-        "thread_id": row.thread_id,
-        "assistant_id": row.assistant_id,
-        "created_at": row.created_at.isoformat(),
-        "updated_at": row.updated_at.isoformat(),
-        "status": row.status,
-        "metadata": row.metadata,
-        "kwargs": row.kwargs,
-        "multitask_strategy": row.multitask_strategy,
-        "cancel_reason": row.cancel_reason,
-    }
-
-
-def run_timing(row: Row[Any]) -> dict[str, Any]:
-    """What an operator wants beyond the contract's Run: attempts, timing, the error."""
-    return {
-        "attempt": row.attempt,
-        "started_at": row.started_at.isoformat() if row.started_at else None,
-        "ended_at": row.ended_at.isoformat() if row.ended_at else None,
-        "error": row.error,
-    }

@@ -30,7 +30,7 @@ from app.db.types import utcnow
 from app.errors import NotFound, ValidationFailed
 from app.graphs.jsonable import dumps
 from app.runs.events import END_EVENT, STATE_UPDATE_EVENT, EventHub, StreamInterrupted
-from app.runs.queue import ACTIVE_STATUSES
+from app.statuses import ACTIVE_RUN_STATUSES as ACTIVE_STATUSES
 
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

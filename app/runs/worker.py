@@ -21,17 +21,17 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
-from app.db.tables import run_events
+from app.db.access import transaction
 from app.db.types import utcnow
 from app.logging import context_with
-from app.runs import queue
+from app.runs import queries, queue
 from app.runs.events import EventHub
 from app.runs.executor import RunExecutor
 from app.runs.signals import RunSignals
@@ -48,7 +48,6 @@ class _Active:
     signals: RunSignals
     task: asyncio.Task[None] | None = None
     keeper: asyncio.Task[None] | None = None
-    unregister: list[object] = field(default_factory=list)
 
 
 class WorkerPool:
@@ -165,6 +164,8 @@ class WorkerPool:
             except Exception:
                 log.warning("worker liveness connection lost; reconnecting")
                 await self._close_liveness()
+        # Session-long, outside app.db.access (like the LISTEN listener): the lock lives
+        # exactly as long as this connection's session.
         conn = await self.engine.connect()
         try:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -195,12 +196,8 @@ class WorkerPool:
         if now - self._last_sweep < self.sweep_interval:
             return
         self._last_sweep = now
-        async with queue.one_statement(self.engine) as conn:
-            await conn.execute(
-                delete(run_events).where(
-                    run_events.c.expires_at.is_not(None), run_events.c.expires_at < utcnow()
-                )
-            )
+        async with transaction(self.engine, one_statement=True) as conn:
+            await conn.execute(queries.expired_events(utcnow()))
 
     def _free_slots(self) -> int:
         return self.concurrency - len(self._active) - self._reserved
@@ -235,10 +232,7 @@ class WorkerPool:
 
         active.signals.confirm_lease = confirm
 
-        def on_cancel() -> None:
-            self._cancel(active, action=None)
-
-        unregister = self.hub.on_cancel(run.run_id, on_cancel)
+        unregister = self.hub.on_cancel(run.run_id, lambda: self._cancel(active))
         # Every log line of the run's tasks carries its ids (app.logging ContextVars).
         ids = context_with(run_id=run.run_id, thread_id=run.thread_id, tenant_id=run.tenant_id)
         active.task = asyncio.create_task(
@@ -248,8 +242,9 @@ class WorkerPool:
             self._keep_lease(active), name="gk-lease", context=ids.copy()
         )
 
-    def _cancel(self, active: _Active, *, action: str | None) -> None:
-        # The action is read from the row by the keeper; a local cancel re-reads it quickly.
+    def _cancel(self, active: _Active) -> None:
+        # The action (interrupt or rollback) is read from the run row by the keeper: a local
+        # cancel only makes it renew, and so re-read the row, at once.
         if active.keeper is not None and not active.keeper.done():
             active.keeper.cancel()
         active.keeper = asyncio.create_task(self._keep_lease(active, now=True), name="gk-lease")
@@ -346,7 +341,7 @@ class WorkerPool:
 
     async def _release_abandoned(self) -> None:
         """Runs still ours after the deadline go back to pending for another worker."""
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine) as conn:
             for run_id, active in list(self._active.items()):
                 await queue.release(
                     conn, run_id=run_id, worker_id=self.worker_id, attempt=active.run.attempt

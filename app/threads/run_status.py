@@ -10,28 +10,44 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, exists, select
-from sqlalchemy.engine import Row
+from sqlalchemy import ColumnElement, case, exists, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import insert_for
 from app.db.tables import runs, threads
 from app.db.types import utcnow
 from app.errors import Conflict
+from app.statuses import ACTIVE_RUN_STATUSES, ThreadStatus
 
 _UNSET: Any = object()
+# the busy rule below is the one place that says which runs keep a thread busy
+_ACTIVE = sorted(ACTIVE_RUN_STATUSES)
 
 
-async def lock_thread(conn: AsyncConnection, *, tenant_id: str, thread_id: str) -> Row[Any] | None:
-    """The thread row, locked against concurrent run creation (PostgreSQL row lock; SQLite
-    transactions already hold the single write lock)."""
-    return (
-        await conn.execute(
-            select(threads)
-            .where(threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id)
-            .with_for_update()
-        )
-    ).first()
+def active_runs_on(
+    thread_id: Any, tenant_id: Any, *, other_than: Any = None
+) -> ColumnElement[bool]:
+    """EXISTS a pending or running run on the thread (other than `other_than`, if given)."""
+    conditions = [
+        runs.c.thread_id == thread_id,
+        runs.c.tenant_id == tenant_id,
+        runs.c.status.in_(_ACTIVE),
+    ]
+    if other_than is not None:
+        conditions.append(runs.c.run_id != other_than)
+    return exists().where(*conditions)
+
+
+def thread_status_after(
+    thread_id: Any, tenant_id: Any, status: Any, *, other_than: Any = None
+) -> ColumnElement[str]:
+    """The thread's status once a run ended or was cancelled: `busy` while another run of it
+    is pending or running (busy wins), else `status` (idle / interrupted / error).
+
+    `other_than` names the ending run when the statement's snapshot still shows it running
+    (PostgreSQL's one-statement settle); a transaction that already ended it passes None."""
+    active = active_runs_on(thread_id, tenant_id, other_than=other_than)
+    return case((active, ThreadStatus.BUSY.value), else_=status)
 
 
 async def insert_thread_for_run(
@@ -57,7 +73,7 @@ async def insert_thread_for_run(
         .values(
             thread_id=thread_id,
             tenant_id=tenant_id,
-            status="busy",
+            status=ThreadStatus.BUSY.value,
             metadata=metadata,
             config=config or {},
             values=None,
@@ -85,24 +101,14 @@ async def mark_thread_busy(
     await conn.execute(
         threads.update()
         .where(threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id)
-        .values(status="busy", metadata=metadata, config=config, updated_at=utcnow())
+        .values(
+            status=ThreadStatus.BUSY.value, metadata=metadata, config=config, updated_at=utcnow()
+        )
     )
 
 
 async def has_active_runs(conn: AsyncConnection, *, tenant_id: str, thread_id: str) -> bool:
-    return bool(
-        (
-            await conn.execute(
-                select(
-                    exists().where(
-                        runs.c.thread_id == thread_id,
-                        runs.c.tenant_id == tenant_id,
-                        runs.c.status.in_(("pending", "running")),
-                    )
-                )
-            )
-        ).scalar()
-    )
+    return bool((await conn.execute(select(active_runs_on(thread_id, tenant_id)))).scalar())
 
 
 async def settle_thread(
@@ -110,24 +116,20 @@ async def settle_thread(
     *,
     tenant_id: str,
     thread_id: str,
-    status: str,
+    status: ThreadStatus,
     values: Any = _UNSET,
     interrupts: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
-) -> str | None:
+) -> ThreadStatus | None:
     """Write the thread's state after a run ended or was cancelled; returns its new status.
 
     `status` is what the thread would be on its own (idle / interrupted / error); any other
-    pending or running run on the thread makes it `busy` instead (busy wins). One statement.
+    pending or running run on the thread makes it `busy` instead (`thread_status_after`).
+    One statement.
     """
     now = utcnow()
-    active = exists().where(
-        runs.c.thread_id == thread_id,
-        runs.c.tenant_id == tenant_id,
-        runs.c.status.in_(("pending", "running")),
-    )
     changes: dict[str, Any] = {
-        "status": case((active, "busy"), else_=status),
+        "status": thread_status_after(thread_id, tenant_id, ThreadStatus(status).value),
         "updated_at": now,
         "error": error,
     }
@@ -142,7 +144,7 @@ async def settle_thread(
         .returning(threads.c.status)
     )
     value = result.scalar()
-    return None if value is None else str(value)
+    return None if value is None else ThreadStatus(value)
 
 
 async def delete_thread_row(conn: AsyncConnection, *, tenant_id: str, thread_id: str) -> None:

@@ -72,7 +72,8 @@ async def test_create_then_join_and_join_stream_resume(live: Live) -> None:
         stream_mode=["updates"],
         stream_resumable=True,
     )
-    assert run["status"] == "pending"
+    # the run as written: `running` when a free local worker slot took it at once
+    assert run["status"] in ("pending", "running")
     assert run["kwargs"]["resumable"] is True
     out = await client.runs.join(thread["thread_id"], run["run_id"])
     assert out["trail"] == ["a", "b", "c"]
