@@ -31,8 +31,9 @@ from app.db.direct import DirectExecutor, DirectStatement
 from app.db.tables import SYSTEM_TENANT, assistants, runs, threads
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.runs import prepare
-from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
+from app.runs import notify, prepare
+from app.runs.events import EventHub, StreamEvent
+from app.runs.notify import NOTIFY_CHANNEL
 from app.runs.queue import ACTIVE_STATUSES, ClaimedRun
 from app.runs.schemas import RunCreate, new_run_id, run_json, run_timing
 from app.threads import run_status
@@ -451,7 +452,7 @@ class RunService:
                     ).items()
                 },
                 "channel": NOTIFY_CHANNEL,
-                "payload": f"q::{self.hub.origin}",  # as EventHub.notify sends it
+                "payload": notify.queued(self.hub.origin),
             }
             if seen is None:
                 statement = statements.stateless[not direct]
