@@ -9,6 +9,7 @@ other processes may wait for sends its `e` NOTIFY in the same transaction
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -39,12 +40,24 @@ class StreamEvent:
 
 class EventLog:
     """Reads and writes `run_events` for one engine; `origin` names this process in the
-    NOTIFYs its writes send."""
+    NOTIFYs its writes send, none while `alone()` (no other process to hear them)."""
 
-    def __init__(self, engine: AsyncEngine, *, retention_seconds: float, origin: str) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        retention_seconds: float,
+        origin: str,
+        alone: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.engine = engine
         self.retention = timedelta(seconds=retention_seconds)
         self.origin = origin
+        self.alone = alone
+
+    async def _announce(self, conn: AsyncConnection, run_id: str, thread_id: str) -> None:
+        if not self.alone():
+            await notify.send(conn, notify.events(run_id, thread_id, origin=self.origin))
 
     # ------------------------------------------------------------------ rows
 
@@ -84,12 +97,11 @@ class EventLog:
     ) -> None:
         """One batch of a live run's rows and its NOTIFY; with `token`, only while that
         attempt owns the run (else AttemptSuperseded)."""
-        payload = notify.events(run_id, thread_id, origin=self.origin)
         if token is None:
             # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
             async with transaction(self.engine, one_statement=True) as conn:
                 await conn.execute(insert(run_events), batch)
-                await notify.send(conn, payload)
+                await self._announce(conn, run_id, thread_id)
             return
         async with transaction(self.engine) as conn:
             # The owner row share-locked (PostgreSQL; SQLite holds its write lock): a reaper
@@ -103,7 +115,7 @@ class EventLog:
                 metrics.count_fenced_refusal("events")
                 raise AttemptSuperseded(token, "events")
             await conn.execute(insert(run_events), batch)
-            await notify.send(conn, payload)
+            await self._announce(conn, run_id, thread_id)
 
     async def close_stream(
         self, conn: AsyncConnection, *, run_id: str, thread_id: str, tenant_id: str, seq: int
@@ -114,7 +126,7 @@ class EventLog:
             [self.end_row(run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, seq=seq)],
         )
         await self.set_expiry(conn, run_id=run_id, tenant_id=tenant_id)
-        await notify.send(conn, notify.events(run_id, thread_id, origin=self.origin))
+        await self._announce(conn, run_id, thread_id)
 
     async def record_state_update(
         self, conn: AsyncConnection, *, tenant_id: str, thread_id: str, data: str
@@ -127,7 +139,7 @@ class EventLog:
         )  # fmt: skip
         row["expires_at"] = row["created_at"] + self.retention
         await conn.execute(insert(run_events), [row])
-        await notify.send(conn, notify.events(event_id, thread_id, origin=self.origin))
+        await self._announce(conn, event_id, thread_id)
 
     async def set_expiry(self, conn: AsyncConnection, *, run_id: str, tenant_id: str) -> None:
         """Events expire `retention` after their run ended."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -39,8 +40,11 @@ from app.runs.fanout import LocalLog, LocalLogs, Wakeups
 from app.runs.fencing import FencingToken
 from app.runs.listener import Listener
 from app.runs.notify import Kind, Notice
+from app.runs.peers import ANNOUNCE_SECONDS, Peers
 from app.runs.publisher import RunPublisher
 from app.runs.watches import Watches
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "END_EVENT",
@@ -68,7 +72,12 @@ class EventHub:
         self.engine = engine
         self.keepalive = keepalive_seconds
         self.origin = uuid.uuid4().hex[:12]  # tells our own NOTIFYs from other processes
-        self.log = EventLog(engine, retention_seconds=retention_seconds, origin=self.origin)
+        self.log = EventLog(
+            engine,
+            retention_seconds=retention_seconds,
+            origin=self.origin,
+            alone=lambda: self.alone,
+        )
         self.runs = Wakeups()  # readers of a run
         self.threads = Wakeups()  # readers of a thread stream
         self.local = LocalLogs(self.runs)
@@ -79,7 +88,10 @@ class EventHub:
         self.closing = asyncio.Event()
         self.shutdown_hooks: list[Callable[[], None]] = []
         self.cross_process = notify_channel_sql(engine.dialect) is not None  # PostgreSQL
-        self.listener = Listener(engine, self._on_notice, on_connected=self._wake_all)
+        self.peers = Peers()  # other processes: NOTIFYs are sent only while there are some
+        self.listener = Listener(engine, self._on_notice, on_connected=self._connected)
+        self._announcing: set[asyncio.Task[None]] = set()
+        self._presence: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -87,6 +99,10 @@ class EventHub:
         """Start listening for NOTIFY (PostgreSQL); waits until the listener is connected."""
         if self.cross_process:
             await self.listener.start()
+            # the hello is out before this process serves: others notify it from then on
+            await asyncio.gather(*self._announcing, return_exceptions=True)
+            if self._presence is None:
+                self._presence = asyncio.create_task(self._announce_forever(), name="gk-peers")
 
     def begin_shutdown(self) -> None:
         """SIGTERM: every open stream and wait of this process ends now (StreamInterrupted),
@@ -97,7 +113,41 @@ class EventHub:
             hook()
 
     async def stop(self) -> None:
+        tasks = [t for t in (self._presence, *self._announcing) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._presence = None
         await self.listener.stop()
+
+    def _connected(self) -> None:
+        """The listener (re)connected: announce this process, and wake every waiter once
+        (announcements while nobody listened were missed)."""
+        self._announce_soon(Kind.HELLO)
+        self._wake_all()
+
+    def _announce_soon(self, kind: Kind) -> None:
+        task = asyncio.create_task(self._announce(kind), name="gk-announce")
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    async def _announce(self, kind: Kind) -> None:
+        try:
+            async with transaction(self.engine, one_statement=True) as conn:
+                await notify.send(conn, notify.encode(kind, origin=self.origin))
+        except Exception as exc:  # the database may be away: the next announcement retries
+            log.warning("announcing this process failed: %s", type(exc).__name__)
+
+    async def _announce_forever(self) -> None:
+        while True:
+            await asyncio.sleep(ANNOUNCE_SECONDS)
+            if self.listener.listening.is_set():
+                await self._announce(Kind.PRESENT)
+
+    @property
+    def alone(self) -> bool:
+        """Listening and no other process heard of: a NOTIFY would reach nobody."""
+        return self.listener.listening.is_set() and not self.peers.any()
 
     def _wake_all(self) -> None:
         """Wake every waiter once (a reconnect may have missed announcements; shutdown)."""
@@ -108,7 +158,12 @@ class EventHub:
     def _on_notice(self, notice: Notice) -> None:
         if notice.origin == self.origin:
             return  # our own announcement: this process acted on it already
-        if notice.kind is Kind.QUEUED:
+        self.peers.heard(notice.origin)
+        if notice.kind is Kind.HELLO:
+            self._announce_soon(Kind.PRESENT)  # so the newcomer knows of this process
+        elif notice.kind is Kind.PRESENT:
+            pass
+        elif notice.kind is Kind.QUEUED:
             self.queue_wakeup.set()
         elif notice.kind is Kind.EVENTS:
             self.runs.wake(notice.run_id)
@@ -116,9 +171,9 @@ class EventHub:
                 self.threads.wake(notice.thread_id)
         elif notice.kind is Kind.CANCEL:
             self.cancels.deliver(notice.run_id)
-        elif notice.run_id:  # WATCH
+        elif notice.kind is Kind.WATCH and notice.run_id:
             self.watches.watch_run(notice.run_id)
-        elif notice.thread_id:
+        elif notice.kind is Kind.WATCH and notice.thread_id:
             self.watches.watch_thread(notice.thread_id)
 
     # ------------------------------------------------------------------ signals
@@ -138,7 +193,10 @@ class EventHub:
     async def notify(
         self, conn: AsyncConnection, kind: Kind | str, run_id: str = "", *, thread_id: str = ""
     ) -> None:
-        """Announce to other processes inside `conn`'s transaction (delivered on commit)."""
+        """Announce to other processes inside `conn`'s transaction (delivered on commit);
+        nothing when this process is alone (app/runs/peers.py)."""
+        if self.alone:
+            return
         await notify.send(
             conn, notify.encode(kind, run_id, origin=self.origin, thread_id=thread_id)
         )
@@ -147,7 +205,7 @@ class EventHub:
         """Tell every process that a reader here follows `run_id` from the database (or,
         with only `thread_id`, that a thread stream here waits for the thread's next run).
         PostgreSQL only: a single SQLite process has no readers elsewhere."""
-        if self.cross_process:
+        if self.cross_process and not self.alone:
             async with transaction(self.engine, one_statement=True) as conn:
                 await self.notify(conn, Kind.WATCH, run_id, thread_id=thread_id)
 

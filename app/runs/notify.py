@@ -12,6 +12,8 @@ Payload: `<kind>:<run_id>:<origin process>[:<thread_id>]`. Kinds:
 - `c` CANCEL: a cancel was requested for a run (its executing worker stops it).
 - `w` WATCH: a reader in another process follows the run from the database; with no run
   but a thread: a thread stream waits for that thread's next run.
+- `h` HELLO / `p` PRESENT: a process announces itself (app/runs/peers.py); every other
+  process answers a hello with present.
 
 The origin lets a process ignore its own announcements (it acted on them already).
 """
@@ -34,6 +36,8 @@ class Kind(StrEnum):
     EVENTS = "e"
     CANCEL = "c"
     WATCH = "w"
+    HELLO = "h"
+    PRESENT = "p"
 
 
 @dataclass(frozen=True, slots=True)
