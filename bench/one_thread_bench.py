@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 from benchkit import PG_ADMIN_DSN, pg_database
-from server_bench import graphkeep_server, progress
+from server_bench import graphkeep_server, progress, save
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,9 +146,7 @@ async def main() -> int:
     summary["growth_ratio"] = {
         "median": round(statistics.median(r["growth_ratio"] for r in rounds), 2)
     }
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"rounds": rounds, "median": summary}, indent=2) + "\n")
+    save(Path(args.output), {"rounds": rounds, "median": summary})
     print(json.dumps(summary, indent=2))
     return 0
 

@@ -90,6 +90,7 @@ async def timed_calls(
 PROBES: dict[str, list[dict[str, Any]]] = {}  # --probe: per target and step, per round
 MEASURES: tuple[str, ...] = ("wait", "thread_wait", "stream", "one_thread")
 ENCRYPTED = "graphkeep_pg_encrypted"
+BASELINE = "graphkeep_baseline"
 BENCH_KEY = "base64:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
 
 
@@ -244,7 +245,7 @@ async def bench_interleaved(targets: list[Target], args: argparse.Namespace) -> 
 
 @asynccontextmanager
 async def graphkeep_server(
-    tmp: Path, args: argparse.Namespace, encryption_key: str | None = None
+    tmp: Path, args: argparse.Namespace, encryption_key: str | None = None, root: Path = ROOT
 ) -> AsyncIterator[tuple[str, str, int]]:
     """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL, database and pid."""
     name = f"gk_srv_bench_{uuid.uuid4().hex[:8]}"
@@ -268,7 +269,7 @@ async def graphkeep_server(
             subprocess.run,
             [sys.executable, "-m", "app.cli", "migrate"],
             env=env,
-            cwd=ROOT,
+            cwd=root,
             check=True,
             capture_output=True,
         )
@@ -285,13 +286,17 @@ async def graphkeep_server(
                 worker_env = {**env, "GRAPHKEEP_WORKERS": str(args.worker_concurrency)}
                 stack.enter_context(process(worker_cmd, worker_env, tmp / f"worker{i}.log", ROOT))
             log = tmp / f"graphkeep-{name}.log"
-            proc = stack.enter_context(process(cmd, env, log, ROOT))
+            proc = stack.enter_context(process(cmd, env, log, root))
             url = f"http://127.0.0.1:{port}"
             await wait_ready(url, proc, log)
             progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
             yield url, name, proc.pid
     finally:
         await pg_database("drop", name)
+
+
+def source_tree(path: str) -> Path | None:
+    return Path(path).absolute() if path else None
 
 
 def save(out: Path, results: dict[str, Any]) -> None:
@@ -328,6 +333,8 @@ def report(summary_: dict[str, dict[str, dict[str, float]]]) -> str:
     if ENCRYPTED in summary_:  # --encryption: the same server with a key, beside it
         gk, off = summary_[ENCRYPTED], summary_.get("graphkeep_pg", {})
         mine, other = "with key", "no key"
+    if BASELINE in summary_:  # --baseline-tree: this tree beside another
+        off, other = summary_[BASELINE], "baseline tree"
     lines = [
         f"{'measure':<36}{mine:>24}  {other:>24}  {'ratio':>16}",
     ]
@@ -412,6 +419,13 @@ async def main() -> int:
         help="compare graphkeep with GRAPHKEEP_ENCRYPTION_KEY against graphkeep without one "
         "(instead of the official server)",
     )
+    parser.add_argument(
+        "--baseline-tree",
+        default="",
+        help="compare graphkeep with the graphkeep of another source tree (e.g. `git archive "
+        "<commit> | tar -x -C DIR`; run from this venv, its own `app` package first on the "
+        "path) instead of the official server",
+    )
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels, comma-separated")
     args = parser.parse_args()
@@ -428,12 +442,20 @@ async def main() -> int:
         json.dumps({"dependencies": ["."], "graphs": {"echo": "./echo_graph.py:graph"}})
     )
     results: dict[str, Any] = {"args": dict(vars(args))}
+    baseline_root = source_tree(args.baseline_tree)
     async with AsyncExitStack() as stack:
         url, database, pid = await stack.enter_async_context(graphkeep_server(tmp, args))
         targets = [Target("graphkeep_pg", url, database, pid)]
-        if args.encryption:
-            url, database = await stack.enter_async_context(graphkeep_server(tmp, args, BENCH_KEY))
-            targets.append(Target(ENCRYPTED, url, database))
+        if baseline_root is not None:
+            url, database, pid = await stack.enter_async_context(
+                graphkeep_server(tmp, args, root=baseline_root)
+            )
+            targets.append(Target(BASELINE, url, database, pid))
+        elif args.encryption:
+            url, database, pid = await stack.enter_async_context(
+                graphkeep_server(tmp, args, BENCH_KEY)
+            )
+            targets.append(Target(ENCRYPTED, url, database, pid))
         elif not args.skip_official:
             try:
                 url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
