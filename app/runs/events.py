@@ -209,9 +209,6 @@ class EventHub:
             async with transaction(self.engine, one_statement=True) as conn:
                 await self.notify(conn, Kind.WATCH, run_id, thread_id=thread_id)
 
-    async def announce_thread_reader(self, thread_id: str) -> None:
-        await self.announce_reader(thread_id=thread_id)
-
     def on_cancel(self, run_id: str, handler: Callable[[], None]) -> Callable[[], None]:
         """Register the executing worker's cancel hook; returns the unregister function."""
         return self.cancels.on_cancel(run_id, handler)

@@ -193,7 +193,7 @@ class ThreadStream:
                     return
                 # a run starting in another process stores its events as they come (else
                 # only at its end), and its first write wakes us
-                await self.hub.announce_thread_reader(self.thread_id)
+                await self.hub.announce_reader(thread_id=self.thread_id)
                 try:
                     await asyncio.wait_for(asyncio.shield(signal), timeout=self.hub.keepalive)
                 except TimeoutError:
