@@ -141,3 +141,138 @@ async def langgraph_dev_server(
         await wait_ready(url, proc, tmp / "langgraph-dev.log")
         say(f"langgraph dev ready at {url} (pid {proc.pid})")
         yield url
+
+
+# --------------------------------------------------------------------------- where time goes
+
+
+def _histograms(text: str, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """(sum, count) per histogram series of `names` in a Prometheus text page, keyed by the
+    metric name plus its labels as written."""
+    out: dict[str, tuple[float, float]] = {}
+    for line in text.splitlines():
+        for name in names:
+            for suffix in ("_sum", "_count"):
+                if line.startswith(name + suffix):
+                    series, _, value = line.rpartition(" ")
+                    key = name + series[len(name + suffix) :]
+                    total, count = out.get(key, (0.0, 0.0))
+                    if suffix == "_sum":
+                        total = float(value)
+                    else:
+                        count = float(value)
+                    out[key] = (total, count)
+    return out
+
+
+PROBED_HISTOGRAMS = (
+    "graphkeep_http_request_duration_seconds",
+    "graphkeep_run_queue_wait_seconds",
+    "graphkeep_run_duration_seconds",
+)
+
+
+class ServerProbe:
+    """Samples, while a step runs, where a graphkeep server's time goes: its database
+    sessions (pg_stat_activity: active, idle in transaction, wait events), the event-loop
+    lag seen from outside (GET /ok latency every 50 ms) and, from /metrics, the mean time
+    per request route, in the queue and executing."""
+
+    def __init__(self, url: str, database: str, pid: int | None = None) -> None:
+        self.url = url
+        self.database = database
+        self.pid = pid  # the server process: its CPU time per run
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self.samples = 0
+        self.sessions: dict[str, int] = {}
+        self.ok_ms: list[float] = []
+        self._before: dict[str, tuple[float, float]] = {}
+
+    async def _scrape(self, client: httpx.AsyncClient) -> dict[str, tuple[float, float]]:
+        return _histograms((await client.get(self.url + "/metrics")).text, PROBED_HISTOGRAMS)
+
+    async def _sample_pg(self) -> None:
+        conn = await asyncpg.connect(PG_ADMIN_DSN)
+        try:
+            while not self._stop.is_set():
+                rows = await conn.fetch(
+                    "SELECT state, wait_event_type, wait_event FROM pg_stat_activity"
+                    " WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    self.database,
+                )
+                self.samples += 1
+                for r in rows:
+                    key = f"{r['state']}|{r['wait_event_type'] or '-'}:{r['wait_event'] or '-'}"
+                    self.sessions[key] = self.sessions.get(key, 0) + 1
+                await asyncio.sleep(0.02)
+        finally:
+            await conn.close()
+
+    async def _ping(self, client: httpx.AsyncClient) -> None:
+        while not self._stop.is_set():
+            start = time.perf_counter()
+            await client.get(self.url + "/ok")
+            self.ok_ms.append((time.perf_counter() - start) * 1000)
+            await asyncio.sleep(0.05)
+
+    def _cpu_s(self) -> float:
+        if self.pid is None:
+            return 0.0
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    async def _commits(self) -> int:
+        conn = await asyncpg.connect(PG_ADMIN_DSN)
+        try:
+            value = await conn.fetchval(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = $1", self.database
+            )
+            return int(value or 0)
+        finally:
+            await conn.close()
+
+    async def __aenter__(self) -> ServerProbe:
+        self._client = httpx.AsyncClient(timeout=30)
+        self._before = await self._scrape(self._client)
+        self._cpu0 = self._cpu_s()
+        self._commits0 = await self._commits()
+        self._tasks = [
+            asyncio.create_task(self._sample_pg()),
+            asyncio.create_task(self._ping(self._client)),
+        ]
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self._stop.set()
+        await asyncio.gather(*self._tasks)
+        cpu = self._cpu_s() - self._cpu0
+        await asyncio.sleep(0.6)  # pg_stat_database lags its backends by up to 500 ms
+        commits = await self._commits() - self._commits0
+        after = await self._scrape(self._client)
+        await self._client.aclose()
+        self.means_ms: dict[str, float] = {}
+        for key, (total, count) in after.items():
+            t0, c0 = self._before.get(key, (0.0, 0.0))
+            if count - c0 > 0:
+                self.means_ms[key] = round((total - t0) / (count - c0) * 1000, 2)
+            if key.startswith("graphkeep_run_duration_seconds"):
+                self.runs = int(count - c0)
+        runs = max(1, getattr(self, "runs", 0))
+        self.per_run = {
+            "server_cpu_ms": round(cpu * 1000 / runs, 2),
+            "db_commits": round(commits / runs, 2),
+        }
+
+    def report(self) -> dict[str, Any]:
+        n = max(1, self.samples)
+        ok = sorted(self.ok_ms) or [0.0]
+        return {
+            "pg_sessions_avg": {
+                k: round(v / n, 2) for k, v in sorted(self.sessions.items(), key=lambda kv: -kv[1])
+            },
+            "ok_ms_p50": round(ok[len(ok) // 2], 2),
+            "ok_ms_p95": round(ok[max(0, int(len(ok) * 0.95) - 1)], 2),
+            "metric_means_ms": getattr(self, "means_ms", {}),
+            "per_run": getattr(self, "per_run", {}),
+        }

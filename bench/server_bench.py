@@ -4,8 +4,8 @@ Both servers serve the same echo graph (one node that returns its input) over lo
 
 - runs/wait            POST /runs/wait (stateless): p50 / p95 latency and throughput at
                        concurrency 1, 8 and 32
-- thread runs/wait     POST /threads/{t}/runs/wait, each client on its own thread (no temporary
-                       thread to create and delete per run), at concurrency 1, 8 and 32
+- thread runs/wait     a fresh thread per call (POST /threads), then POST /threads/{t}/runs/wait
+                       on it (both timed), at concurrency 1, 8 and 32
 - stream               POST /threads/{t}/runs/stream: time to the first event and to the last
 - one thread           200 sequential runs/wait on one thread: median latency of the last 20
                        over the first 20 (must stay flat as the thread's history grows)
@@ -42,6 +42,7 @@ import httpx
 from benchkit import (
     ECHO_GRAPH,
     PG_ADMIN_DSN,
+    ServerProbe,
     clean_env,
     free_port,
     langgraph_dev_server,
@@ -66,26 +67,18 @@ def summary(samples_ms: list[float]) -> dict[str, float]:
 
 
 async def timed_calls(
-    call: Callable[[], Awaitable[None]] | None,
-    total: int,
-    concurrency: int,
-    *,
-    per_client: Callable[[], Callable[[], Awaitable[None]]] | None = None,
+    call: Callable[[], Awaitable[None]], total: int, concurrency: int
 ) -> dict[str, float]:
-    """`total` calls by `concurrency` concurrent clients: latency percentiles and runs/s.
-
-    `per_client` makes each client its own call (e.g. a run on the client's own thread)."""
+    """`total` calls by `concurrency` concurrent clients: latency percentiles and runs/s."""
     remaining = total
     samples: list[float] = []
 
     async def client() -> None:
         nonlocal remaining
-        own = per_client() if per_client is not None else call
-        assert own is not None
         while remaining > 0:
             remaining -= 1
             start = time.perf_counter()
-            await own()
+            await call()
             samples.append((time.perf_counter() - start) * 1000)
 
     start = time.perf_counter()
@@ -94,8 +87,10 @@ async def timed_calls(
     return {**summary(samples), "runs_per_s": round(total / elapsed, 1)}
 
 
+PROBES: dict[str, list[dict[str, Any]]] = {}  # --probe: per target and step, per round
 MEASURES: tuple[str, ...] = ("wait", "thread_wait", "stream", "one_thread")
 ENCRYPTED = "graphkeep_pg_encrypted"
+BASELINE = "graphkeep_baseline"
 BENCH_KEY = "base64:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
 
 
@@ -107,8 +102,13 @@ def progress(message: str) -> None:
 class Target:
     """One server under test: its HTTP client and the calls the measures make."""
 
-    def __init__(self, name: str, url: str) -> None:
+    def __init__(
+        self, name: str, url: str, database: str | None = None, pid: int | None = None
+    ) -> None:
         self.name = name
+        self.url = url
+        self.database = database  # graphkeep's own database and process (for --probe)
+        self.pid = pid
         limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
         self.http = httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
 
@@ -137,6 +137,9 @@ class Target:
 
         return call
 
+    async def wait_on_new_thread(self) -> None:
+        await self.wait_on(await self.new_thread())()
+
     async def warm_up(self) -> None:
         for _ in range(10):  # graph import, connections
             await self.wait_stateless()
@@ -149,10 +152,7 @@ class Target:
                 total = max(args.requests, concurrency * 8)
             if measure == "wait":
                 return await timed_calls(self.wait_stateless, total, concurrency)
-            threads = [await self.new_thread() for _ in range(concurrency)]
-            return await timed_calls(
-                None, total, concurrency, per_client=lambda: self.wait_on(threads.pop())
-            )
+            return await timed_calls(self.wait_on_new_thread, total, concurrency)
         if measure == "stream":
             return await self.stream(args.streams)
         if measure == "one_thread":
@@ -225,7 +225,13 @@ async def bench_interleaved(targets: list[Target], args: argparse.Namespace) -> 
             key = step_key(measure, concurrency)
             for t in order:
                 started = time.perf_counter()
-                value = await t.measure(measure, concurrency, args)
+                if args.probe and t.database is not None:
+                    async with ServerProbe(t.url, t.database, t.pid) as probe:
+                        value = await t.measure(measure, concurrency, args)
+                    PROBES.setdefault(f"{t.name} {key}", []).append(probe.report())
+                    progress(f"probe {key} {t.name}: {json.dumps(probe.report())}")
+                else:
+                    value = await t.measure(measure, concurrency, args)
                 results[t.name].setdefault(key, []).append(value)
                 progress(
                     f"round {rnd + 1}/{args.rounds} {key:<14} {t.name:<14} "
@@ -239,9 +245,9 @@ async def bench_interleaved(targets: list[Target], args: argparse.Namespace) -> 
 
 @asynccontextmanager
 async def graphkeep_server(
-    tmp: Path, args: argparse.Namespace, encryption_key: str | None = None
-) -> AsyncIterator[str]:
-    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL."""
+    tmp: Path, args: argparse.Namespace, encryption_key: str | None = None, root: Path = ROOT
+) -> AsyncIterator[tuple[str, str, int]]:
+    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL, database and pid."""
     name = f"gk_srv_bench_{uuid.uuid4().hex[:8]}"
     extra = {"GRAPHKEEP_ENCRYPTION_KEY": encryption_key} if encryption_key else {}
     await pg_database("create", name)
@@ -263,7 +269,7 @@ async def graphkeep_server(
             subprocess.run,
             [sys.executable, "-m", "app.cli", "migrate"],
             env=env,
-            cwd=ROOT,
+            cwd=root,
             check=True,
             capture_output=True,
         )
@@ -280,13 +286,17 @@ async def graphkeep_server(
                 worker_env = {**env, "GRAPHKEEP_WORKERS": str(args.worker_concurrency)}
                 stack.enter_context(process(worker_cmd, worker_env, tmp / f"worker{i}.log", ROOT))
             log = tmp / f"graphkeep-{name}.log"
-            proc = stack.enter_context(process(cmd, env, log, ROOT))
+            proc = stack.enter_context(process(cmd, env, log, root))
             url = f"http://127.0.0.1:{port}"
             await wait_ready(url, proc, log)
             progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
-            yield url
+            yield url, name, proc.pid
     finally:
         await pg_database("drop", name)
+
+
+def source_tree(path: str) -> Path | None:
+    return Path(path).absolute() if path else None
 
 
 def save(out: Path, results: dict[str, Any]) -> None:
@@ -323,6 +333,8 @@ def report(summary_: dict[str, dict[str, dict[str, float]]]) -> str:
     if ENCRYPTED in summary_:  # --encryption: the same server with a key, beside it
         gk, off = summary_[ENCRYPTED], summary_.get("graphkeep_pg", {})
         mine, other = "with key", "no key"
+    if BASELINE in summary_:  # --baseline-tree: this tree beside another
+        off, other = summary_[BASELINE], "baseline tree"
     lines = [
         f"{'measure':<36}{mine:>24}  {other:>24}  {'ratio':>16}",
     ]
@@ -396,10 +408,23 @@ async def main() -> int:
     )
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="sample where graphkeep's time goes in each step (pg_stat_activity, GET /ok "
+        "latency, /metrics means); reported under `probe`",
+    )
+    parser.add_argument(
         "--encryption",
         action="store_true",
         help="compare graphkeep with GRAPHKEEP_ENCRYPTION_KEY against graphkeep without one "
         "(instead of the official server)",
+    )
+    parser.add_argument(
+        "--baseline-tree",
+        default="",
+        help="compare graphkeep with the graphkeep of another source tree (e.g. `git archive "
+        "<commit> | tar -x -C DIR`; run from this venv, its own `app` package first on the "
+        "path) instead of the official server",
     )
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "server_bench.json"))
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels, comma-separated")
@@ -417,13 +442,20 @@ async def main() -> int:
         json.dumps({"dependencies": ["."], "graphs": {"echo": "./echo_graph.py:graph"}})
     )
     results: dict[str, Any] = {"args": dict(vars(args))}
+    baseline_root = source_tree(args.baseline_tree)
     async with AsyncExitStack() as stack:
-        targets = [
-            Target("graphkeep_pg", await stack.enter_async_context(graphkeep_server(tmp, args)))
-        ]
-        if args.encryption:
-            url = await stack.enter_async_context(graphkeep_server(tmp, args, BENCH_KEY))
-            targets.append(Target(ENCRYPTED, url))
+        url, database, pid = await stack.enter_async_context(graphkeep_server(tmp, args))
+        targets = [Target("graphkeep_pg", url, database, pid)]
+        if baseline_root is not None:
+            url, database, pid = await stack.enter_async_context(
+                graphkeep_server(tmp, args, root=baseline_root)
+            )
+            targets.append(Target(BASELINE, url, database, pid))
+        elif args.encryption:
+            url, database, pid = await stack.enter_async_context(
+                graphkeep_server(tmp, args, BENCH_KEY)
+            )
+            targets.append(Target(ENCRYPTED, url, database, pid))
         elif not args.skip_official:
             try:
                 url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
@@ -435,6 +467,8 @@ async def main() -> int:
             stack.push_async_callback(t.aclose)
         rounds = await bench_interleaved(targets, args)
     results["rounds"] = rounds
+    if PROBES:
+        results["probe"] = PROBES
     results["median"] = {name: medians(r) for name, r in rounds.items()}
     save(Path(args.output), results)
     print(json.dumps(results["median"], indent=2))

@@ -34,12 +34,13 @@ from app.db.storable import UnstorableValue
 from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_storable
-from app.runs import finish, finish_queries, queries, webhooks
+from app.runs import finish, finish_queries, notify, queries, webhooks
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.ending import AttemptEnding, retry_deadlock
-from app.runs.events import NOTIFY_CHANNEL, EventHub, RunPublisher
+from app.runs.events import EventHub, RunPublisher
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
+from app.runs.notify import NOTIFY_CHANNEL
 from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
@@ -376,8 +377,7 @@ class RunExecutor(AttemptEnding):
             thread_status = ThreadStatus.INTERRUPTED if has_next else ThreadStatus.IDLE
         now = utcnow()
         if self._one_statement_finish and not rollback:
-            # PostgreSQL: one statement, one round trip (app/runs/finish.py). The payloads
-            # are the ones EventHub.notify sends.
+            # PostgreSQL: one statement, one round trip (app/runs/finish.py).
             origin = self.hub.origin
             end = finish.Finish(
                 run_id=run.run_id,
@@ -387,8 +387,8 @@ class RunExecutor(AttemptEnding):
                 rows=rows,
                 wrote_any=publisher.wrote_any,
                 channel=NOTIFY_CHANNEL,
-                e_payload=f"e:{run.run_id}:{origin}:{run.thread_id}",
-                q_payload=f"q::{origin}",
+                e_payload=notify.events(run.run_id, run.thread_id, origin=origin),
+                q_payload=notify.queued(origin),
             )
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)

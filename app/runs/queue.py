@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -68,12 +67,6 @@ class ClaimedRun:
 class LeaseState:
     held: bool  # False: the run was deleted, finished or taken over
     cancel_action: str | None
-
-
-def one_statement(engine: AsyncEngine) -> AbstractAsyncContextManager[AsyncConnection]:
-    """`app.db.access.transaction(engine, one_statement=True)`; kept only for
-    app/runs/events.py, which moves to that name."""
-    return transaction(engine, one_statement=True)
 
 
 async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) -> ClaimedRun | None:

@@ -29,9 +29,10 @@ from app.db.access import read, transaction
 from app.db.ids import parse_uuid
 from app.db.types import utcnow
 from app.errors import Conflict, NotFound, ValidationFailed
-from app.runs import queries, resume
-from app.runs.events import NOTIFY_CHANNEL, EventHub, StreamEvent
+from app.runs import notify, queries, resume
+from app.runs.events import EventHub, StreamEvent
 from app.runs.models import LocalWorkers, NewRun, Run, thread_output
+from app.runs.notify import NOTIFY_CHANNEL
 from app.runs.queue import ClaimedRun
 from app.runs.schemas import RunCreate
 from app.statuses import RunStatus, ThreadStatus
@@ -198,7 +199,7 @@ class RunService:
         params.update({f"t_{c}": v for c, v in new.thread_row(merged, kwargs["config"]).items()})
         params.update(
             channel=NOTIFY_CHANNEL,
-            payload=f"q::{self.hub.origin}",  # as EventHub.notify sends it
+            payload=notify.queued(self.hub.origin),
             seen_metadata=seen.thread_metadata,
             seen_state_at=seen.thread_state_at,
         )

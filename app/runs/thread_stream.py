@@ -25,12 +25,13 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.db.access import read
 from app.db.tables import run_events, runs, threads
 from app.db.types import utcnow
 from app.errors import NotFound, ValidationFailed
 from app.graphs.jsonable import dumps
 from app.runs.events import END_EVENT, STATE_UPDATE_EVENT, EventHub, StreamInterrupted
-from app.statuses import ACTIVE_RUN_STATUSES as ACTIVE_STATUSES
+from app.statuses import ACTIVE_RUN_STATUSES
 
 THREAD_STREAM_MODES = ("run_modes", "lifecycle", "state_update")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -118,7 +119,7 @@ class ThreadStream:
         self._since = _EPOCH if after is None else _moment(after[0])
 
     async def _thread_exists(self) -> bool:
-        async with self.hub.reads.connect() as conn:
+        async with read(self.hub.engine) as conn:
             found = (
                 await conn.execute(
                     select(threads.c.thread_id).where(
@@ -141,16 +142,16 @@ class ThreadStream:
 
     async def _items(self) -> list[_Item]:
         """Runs and state updates not delivered yet, oldest first."""
-        async with self.hub.reads.connect() as conn:
+        async with read(self.hub.engine) as conn:
             run_rows = await conn.execute(
                 select(runs.c.run_id, runs.c.created_at, runs.c.status).where(
                     runs.c.thread_id == self.thread_id,
                     runs.c.tenant_id == self.tenant_id,
-                    or_(runs.c.created_at >= self._since, runs.c.status.in_(ACTIVE_STATUSES)),
+                    or_(runs.c.created_at >= self._since, runs.c.status.in_(ACTIVE_RUN_STATUSES)),
                 )
             )
             items = [
-                _Item(_key(r.created_at), r.run_id, True, active=r.status in ACTIVE_STATUSES)
+                _Item(_key(r.created_at), r.run_id, True, active=r.status in ACTIVE_RUN_STATUSES)
                 for r in run_rows
                 if r.run_id not in self._done
             ]
@@ -192,7 +193,7 @@ class ThreadStream:
                     return
                 # a run starting in another process stores its events as they come (else
                 # only at its end), and its first write wakes us
-                await self.hub.announce_thread_reader(self.thread_id)
+                await self.hub.announce_reader(thread_id=self.thread_id)
                 try:
                     await asyncio.wait_for(asyncio.shield(signal), timeout=self.hub.keepalive)
                 except TimeoutError:

@@ -89,7 +89,7 @@ async def test_an_announced_run_starts_eager_and_a_resumable_one_always_is(
     announced, resumable = await add_run(writer.engine, tid), await add_run(writer.engine, tid)
     await reader.announce_reader(announced)  # before the run starts in the writer's process
     for _ in range(100):
-        if announced in writer._watched:
+        if announced in writer.watches.runs:
             break
         await asyncio.sleep(0.02)
     for rid, eager in ((announced, False), (resumable, True)):
