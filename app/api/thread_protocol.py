@@ -24,7 +24,7 @@ from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import AppError
 from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message
 from app.runs.threadlog.filters import FilterError, parse_subscription
-from app.runs.threadlog.log import ThreadLog
+from app.runs.threadlog.log import ResumeGap, ThreadLog
 from app.state import AppState
 from app.threads.service import parse_thread_id
 
@@ -148,6 +148,14 @@ async def stream_thread_events(
     thread_id = _thread_id(thread_id)
     reader = thread_log(state)
     tenant_id = principal.tenant_id
+    try:
+        await reader.check_cursor(
+            tenant_id=tenant_id, thread_id=thread_id, since=subscription.since
+        )
+    except ResumeGap as gap:
+        # graphkeep: a cursor the log no longer covers is refused before streaming (the SDK
+        # gives up on a 4xx and surfaces it) instead of silently replaying what is left
+        return JSONResponse({"detail": str(gap), **gap.envelope()}, status_code=410)
 
     async def events() -> AsyncIterator[bytes]:
         metrics.stream_subscribed()
@@ -169,6 +177,9 @@ async def stream_thread_events(
                 )
                 if chunk:
                     yield chunk
+        except ResumeGap as gap:
+            # trimmed under a reader that fell behind: say so, then end (never skip events)
+            yield format_event("error", json.dumps(gap.envelope(), separators=(",", ":")))
         finally:
             metrics.stream_unsubscribed()
 

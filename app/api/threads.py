@@ -13,6 +13,7 @@ from app.api.paging import page_response
 from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
+from app.runs.threadlog.retention import trim_threads
 from app.state import AppState
 from app.threads import service
 from app.threads import state as thread_state
@@ -95,6 +96,9 @@ async def prune_threads(
     count = await service.prune_threads(
         state.engine, tenant_id=principal.tenant_id, body=body, saver=state.saver
     )
+    if body.strategy == "keep_latest":  # `delete` took the thread-stream log with the threads
+        ids = [service.parse_thread_id(i) for i in body.thread_ids]
+        await trim_threads(state.engine, tenant_id=principal.tenant_id, thread_ids=ids)
     return PruneResult(pruned_count=count)
 
 

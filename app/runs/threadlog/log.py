@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.types import utcnow
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
@@ -31,6 +31,34 @@ log = logging.getLogger(__name__)
 _SEQ_RETRIES = 8  # concurrent writers of one thread (multitask interrupt) collide on seq
 _READ_BATCH = 2000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class ResumeGap(Exception):
+    """The cursor is older than what the log keeps: events after it were trimmed."""
+
+    def __init__(self, since: int, min_available_seq: int) -> None:
+        super().__init__(f"events after seq {since} are no longer retained")
+        self.since = since
+        self.min_available_seq = min_available_seq
+
+    def envelope(self, command_id: int | None = None) -> dict[str, Any]:
+        """The protocol's `resume_gap` error (contract section 3)."""
+        return {
+            "type": "error",
+            "id": command_id,
+            "error": "resume_gap",
+            "message": str(self),
+            "since": self.since,
+            "min_available_seq": self.min_available_seq,
+        }
+
+
+def gap_after(since: int, event: LogEvent) -> ResumeGap | None:
+    """A tombstone read after cursor `since`: events between were trimmed. `since` 0 (or
+    none) asks for whatever is retained, so it never has a gap."""
+    if event.method != queries.TRIMMED or since <= 0 or since >= event.seq:
+        return None
+    return ResumeGap(since, event.seq + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +126,7 @@ class ThreadLog:
         )
         for retry in range(_SEQ_RETRIES):
             try:
-                async with self.engine.begin() as conn:
+                async with transaction(self.engine) as conn:
                     result = await conn.execute(statement)
                     if result.rowcount == 0:
                         raise AttemptSuperseded(token, "thread log append")
@@ -110,15 +138,19 @@ class ThreadLog:
                 await asyncio.sleep(0.002 * (retry + 1))
         self.hub.wake_thread(thread_id)
 
-    async def oldest_seq(self, *, tenant_id: str, thread_id: str) -> int | None:
-        async with reader(self.engine).connect() as conn:
-            value = (
-                await conn.execute(queries.oldest_seq(tenant_id=tenant_id, thread_id=thread_id))
-            ).scalar()
-        return int(value) if value is not None else None
+    async def check_cursor(self, *, tenant_id: str, thread_id: str, since: int | None) -> None:
+        """ResumeGap when events after `since` were trimmed (one indexed row read)."""
+        if not since:
+            return
+        async with read(self.engine) as conn:
+            row = (
+                await conn.execute(queries.oldest_row(tenant_id=tenant_id, thread_id=thread_id))
+            ).first()
+        if row is not None and row.method == queries.TRIMMED and since < int(row.seq):
+            raise ResumeGap(since, int(row.seq) + 1)
 
     async def read_after(self, *, tenant_id: str, thread_id: str, since: int) -> list[LogEvent]:
-        async with reader(self.engine).connect() as conn:
+        async with read(self.engine) as conn:
             rows = (
                 await conn.execute(
                     queries.read_after(
@@ -142,13 +174,23 @@ class ThreadLog:
         self, *, tenant_id: str, thread_id: str, since: int, heartbeat: float
     ) -> AsyncIterator[list[LogEvent]]:
         """Batches of events with `seq > since`, then live ones, forever; an empty batch
-        every `heartbeat` seconds of silence. Ends when the process shuts down."""
+        every `heartbeat` seconds of silence. Ends when the process shuts down; raises
+        ResumeGap when the log was trimmed past the cursor (at the start or, for a reader
+        that fell behind a trim, later). Tombstones are never yielded."""
         cursor = since
         quiet = 0.0
         while not self.hub.closing.is_set():
             signal = self.hub.thread_signal(thread_id)  # before reading: no lost wake-up
             batch = await self.read_after(tenant_id=tenant_id, thread_id=thread_id, since=cursor)
             if batch:
+                if batch[0].method == queries.TRIMMED:  # only ever the oldest row
+                    gap = gap_after(cursor, batch[0])
+                    if gap is not None:
+                        raise gap
+                    cursor = batch[0].seq
+                    batch = batch[1:]
+                    if not batch:
+                        continue
                 cursor = batch[-1].seq
                 quiet = 0.0
                 yield batch
