@@ -32,7 +32,11 @@ router = resource_router("threads")
 log = logging.getLogger(__name__)
 
 MAX_COMMAND_BYTES = 1 << 20
-HEARTBEAT_SECONDS = 5.0
+
+
+def heartbeat_seconds(state: AppState) -> float:
+    """`: heartbeat` after this much silence (the contract's 5 s is the setting's default)."""
+    return float(state.settings.stream_keepalive_seconds)
 
 
 def _thread_id(value: str) -> str:
@@ -135,7 +139,7 @@ async def stream_thread_events(
     thread_id: str, request: Request, state: AppStateDep, principal: PrincipalDep
 ) -> Response:
     """The thread's events (every run, oldest first, `seq > since`), then live, until the
-    client leaves; `: heartbeat` every 5 s of silence."""
+    client leaves; `: heartbeat` every `stream_keepalive_seconds` (5 s) of silence."""
     body = await _json_body(request)
     if body is _INVALID:
         return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
@@ -165,7 +169,7 @@ async def stream_thread_events(
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 since=subscription.since or 0,
-                heartbeat=HEARTBEAT_SECONDS,
+                heartbeat=heartbeat_seconds(state),
             ):
                 if not batch:
                     yield HEARTBEAT

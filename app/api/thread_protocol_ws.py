@@ -17,9 +17,10 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
+from app import metrics
 from app.api.errors import status_for
 from app.api.lean_route import resource_router
-from app.api.thread_protocol import HEARTBEAT_SECONDS, run_command, thread_log
+from app.api.thread_protocol import heartbeat_seconds, run_command, thread_log
 from app.errors import AppError
 from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription
 from app.runs.threadlog.log import ResumeGap
@@ -67,7 +68,7 @@ class _Socket:
                 tenant_id=self.principal.tenant_id,
                 thread_id=self.thread_id,
                 since=since,
-                heartbeat=HEARTBEAT_SECONDS,
+                heartbeat=heartbeat_seconds(self.state),
             ):
                 for ev in batch:
                     if any(s.matches(ev) for s in self.subs.values()):
@@ -163,6 +164,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
         await websocket.close(4000 + status_for(exc), exc.detail[:100])
         return
     sock = _Socket(websocket, state, principal, thread_id)
+    metrics.stream_subscribed()
     try:
         while True:
             raw = await websocket.receive_text()
@@ -170,6 +172,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client left (or sent a non-text frame and the socket is gone)
     finally:
+        metrics.stream_unsubscribed()
         if sock.follower is not None:
             sock.follower.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
