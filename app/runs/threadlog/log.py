@@ -66,20 +66,24 @@ class LogEvent:
     seq: int
     event_id: str
     method: str
-    namespace: list[str]
+    namespace_json: str  # compact JSON list, as stored (spliced into the envelope as is)
     data: str  # compact JSON text
     timestamp: int  # ms since the epoch
 
+    @property
+    def namespace(self) -> list[str]:
+        value = json.loads(self.namespace_json)
+        return value if isinstance(value, list) else []
+
     def envelope(self) -> str:
-        """The protocol's event envelope as compact JSON (data spliced in, not re-encoded)."""
-        head = json.dumps(
-            {"type": "event", "event_id": self.event_id, "seq": self.seq, "method": self.method},
-            separators=(",", ":"),
+        """The protocol's event envelope as compact JSON. Every part is JSON already (ids
+        and methods are written by this module), so it is spliced, never re-encoded: replay
+        of a long log is mostly this line."""
+        return (
+            f'{{"type":"event","event_id":{json.dumps(self.event_id)},"seq":{self.seq},'
+            f'"method":{json.dumps(self.method)},"params":{{"namespace":{self.namespace_json},'
+            f'"timestamp":{self.timestamp},"data":{self.data}}}}}'
         )
-        params = json.dumps(
-            {"namespace": self.namespace, "timestamp": self.timestamp}, separators=(",", ":")
-        )
-        return f'{head[:-1]},"params":{params[:-1]},"data":{self.data}}}}}'
 
     def data_name(self) -> str | None:
         """`data.name` of a custom event (named channels), else None."""
@@ -163,7 +167,7 @@ class ThreadLog:
                 seq=int(r.seq),
                 event_id=r.event_id,
                 method=r.method,
-                namespace=json.loads(r.namespace),
+                namespace_json=r.namespace,
                 data=decode_payload(r.data),
                 timestamp=int((r.created_at - _EPOCH).total_seconds() * 1000),
             )
@@ -178,28 +182,38 @@ class ThreadLog:
         ResumeGap when the log was trimmed past the cursor (at the start or, for a reader
         that fell behind a trim, later). Tombstones are never yielded."""
         cursor = since
-        quiet = 0.0
+        loop = asyncio.get_running_loop()
+        # The poll is a backstop for a missed wake-up: rare where NOTIFY carries other
+        # processes' appends (PostgreSQL), every poll_seconds where it cannot. Heartbeats
+        # keep their own clock, so a slow poll never delays them.
+        backstop = self.poll_seconds * (5 if self.hub.cross_process else 1)
+        next_beat = loop.time() + heartbeat
+        read = True
         while not self.hub.closing.is_set():
             signal = self.hub.thread_signal(thread_id)  # before reading: no lost wake-up
-            batch = await self.read_after(tenant_id=tenant_id, thread_id=thread_id, since=cursor)
-            if batch:
-                if batch[0].method == queries.TRIMMED:  # only ever the oldest row
+            if read:
+                batch = await self.read_after(
+                    tenant_id=tenant_id, thread_id=thread_id, since=cursor
+                )
+                next_poll = loop.time() + backstop
+                if batch and batch[0].method == queries.TRIMMED:  # only ever the oldest row
                     gap = gap_after(cursor, batch[0])
                     if gap is not None:
                         raise gap
                     cursor = batch[0].seq
                     batch = batch[1:]
-                    if not batch:
-                        continue
-                cursor = batch[-1].seq
-                quiet = 0.0
-                yield batch
-                continue
-            wait = min(self.poll_seconds, heartbeat - quiet)
+                if batch:
+                    cursor = batch[-1].seq
+                    next_beat = loop.time() + heartbeat
+                    yield batch
+                    continue
+            now = loop.time()
+            if now >= next_beat:
+                next_beat = now + heartbeat
+                yield []
+            timeout = max(min(next_poll, next_beat) - loop.time(), 0.01)
             try:
-                await asyncio.wait_for(asyncio.shield(signal), timeout=max(wait, 0.01))
+                await asyncio.wait_for(asyncio.shield(signal), timeout=timeout)
+                read = True
             except TimeoutError:
-                quiet += wait
-                if quiet >= heartbeat:
-                    quiet = 0.0
-                    yield []
+                read = loop.time() >= next_poll
