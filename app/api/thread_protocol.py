@@ -139,7 +139,8 @@ async def stream_thread_events(
     thread_id: str, request: Request, state: AppStateDep, principal: PrincipalDep
 ) -> Response:
     """The thread's events (every run, oldest first, `seq > since`), then live, until the
-    client leaves; `: heartbeat` every `stream_keepalive_seconds` (5 s) of silence."""
+    client leaves; `: heartbeat` every `stream_keepalive_seconds` (5 s) of silence. A `since`
+    older than the kept log (prune, retention): 410 with the `resume_gap` error."""
     body = await _json_body(request)
     if body is _INVALID:
         return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
