@@ -53,6 +53,7 @@ from app.graphs.registry import load_registry
 from app.ops.retention import build_sweepers
 from app.protocols.routes import install_protocols
 from app.runs.engine import open_run_engine
+from app.runs.threadlog.retention import log_sweeper, log_trimmer
 from app.state import AppState, StartupStep, ensure_keys, ensure_schema, open_state
 from app.store import SQLStore, parse_index_config, parse_ttl_config
 from app.store.config import check_index_dims
@@ -148,6 +149,9 @@ async def _start_retention(state: AppState) -> None:
         store=state.store,
         checkpointer_ttl=state.graphs.config.checkpointer_ttl,
         sweep_interval_seconds=state.settings.sweep_interval_seconds,
+        stream_event_retention_seconds=state.settings.stream_event_retention_seconds,
+        trim_log=log_trimmer(state.engine),
+        sweep_log=log_sweeper(state.engine),
     )
     for name, loop in sweepers.loops().items():
         state.spawn(loop, name=name)

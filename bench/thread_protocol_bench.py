@@ -4,9 +4,12 @@ bench/thread_stream_bench.py is not wired for the protocol yet).
 - run.start -> first `values` event on an already open SSE stream (p50 / p90, ms);
 - `messages` events per second through one subscription (the example `agent` graph echoes a
   long input token by token);
-- replay of the thread's whole log with `since=0` (>= 10,000 events), ms.
+- replay of the thread's whole log with `since=0` (>= 10,000 events), ms;
+- N idle subscribers (default 1,000) on one process: the server's RSS growth (MB) and how
+  late their heartbeats come (p50 / p99 of the gap minus the keepalive, ms).
 
-    python -m bench.thread_protocol_bench [--database-url URL] [--rounds 20] [--words 6000]
+    python -m bench.thread_protocol_bench [--database-url URL] [--rounds 20] [--words 10000]\
+        [--idle 1000]
 """
 
 from __future__ import annotations
@@ -108,17 +111,67 @@ async def bench(url: str, rounds: int, words: int) -> dict[str, float]:
     return out
 
 
+KEEPALIVE = 2.0  # the bench server's stream_keepalive_seconds (the default is 5 s)
+
+
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def idle(url: str, pid: int, subscribers: int, seconds: float) -> dict[str, float]:
+    """`subscribers` SSE streams on distinct idle threads; heartbeat gaps and RSS growth."""
+    limits = httpx.Limits(max_connections=subscribers + 10, max_keepalive_connections=0)
+    beats: list[list[float]] = [[] for _ in range(subscribers)]
+    before = _rss_mb(pid)
+
+    async def one(http: httpx.AsyncClient, n: int) -> None:
+        body = {"channels": ["lifecycle", "input"]}
+        async with http.stream("POST", f"/threads/{uuid.uuid4()}/stream/events", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith(": heartbeat"):
+                    beats[n].append(time.perf_counter())
+
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+        tasks = [asyncio.create_task(one(http, n)) for n in range(subscribers)]
+        await asyncio.sleep(seconds)
+        during = _rss_mb(pid)
+        for task in tasks:
+            task.cancel()
+        errors = [e for e in await asyncio.gather(*tasks, return_exceptions=True) if e]
+        failed = [e for e in errors if not isinstance(e, asyncio.CancelledError)]
+        if failed:
+            print(f"{len(failed)} subscribers failed: {failed[0]!r}", file=sys.stderr)
+    late = sorted(
+        (b - a - KEEPALIVE) * 1000 for ts in beats for a, b in zip(ts[1:], ts[2:], strict=False)
+    )
+    connected = sum(1 for ts in beats if ts)
+    return {
+        "idle_subscribers": connected,
+        "idle_rss_before_mb": round(before, 1),
+        "idle_rss_growth_mb": round(during - before, 1),
+        "idle_heartbeat_gaps": len(late),
+        "idle_heartbeat_late_p50_ms": round(statistics.median(late), 1) if late else -1,
+        "idle_heartbeat_late_p99_ms": round(late[int(len(late) * 0.99) - 1], 1) if late else -1,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--database-url", default="")
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--words", type=int, default=6000)
+    ap.add_argument("--words", type=int, default=10000)
+    ap.add_argument("--idle", type=int, default=1000)
+    ap.add_argument("--idle-seconds", type=float, default=4 * KEEPALIVE + 1)
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gk-proto-bench-")
     port = _port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")}
     env["GRAPHKEEP_DATABASE_URL"] = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
     env["GRAPHKEEP_LOG_LEVEL"] = "WARNING"
+    env["GRAPHKEEP_STREAM_KEEPALIVE_SECONDS"] = str(KEEPALIVE)
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         env=env,
@@ -133,7 +186,10 @@ def main() -> int:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        print(json.dumps(asyncio.run(bench(url, args.rounds, args.words)), indent=2))
+        figures = asyncio.run(bench(url, args.rounds, args.words)) if args.rounds else {}
+        if args.idle:
+            figures |= asyncio.run(idle(url, proc.pid, args.idle, args.idle_seconds))
+        print(json.dumps(figures, indent=2))
     finally:
         proc.terminate()
         proc.wait(20)

@@ -24,7 +24,7 @@ from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import AppError
 from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message
 from app.runs.threadlog.filters import FilterError, parse_subscription
-from app.runs.threadlog.log import ThreadLog
+from app.runs.threadlog.log import ResumeGap, ThreadLog
 from app.state import AppState
 from app.threads.service import parse_thread_id
 
@@ -32,7 +32,11 @@ router = resource_router("threads")
 log = logging.getLogger(__name__)
 
 MAX_COMMAND_BYTES = 1 << 20
-HEARTBEAT_SECONDS = 5.0
+
+
+def heartbeat_seconds(state: AppState) -> float:
+    """`: heartbeat` after this much silence (the contract's 5 s is the setting's default)."""
+    return float(state.settings.stream_keepalive_seconds)
 
 
 def _thread_id(value: str) -> str:
@@ -135,7 +139,8 @@ async def stream_thread_events(
     thread_id: str, request: Request, state: AppStateDep, principal: PrincipalDep
 ) -> Response:
     """The thread's events (every run, oldest first, `seq > since`), then live, until the
-    client leaves; `: heartbeat` every 5 s of silence."""
+    client leaves; `: heartbeat` every `stream_keepalive_seconds` (5 s) of silence. A `since`
+    older than the kept log (prune, retention): 410 with the `resume_gap` error."""
     body = await _json_body(request)
     if body is _INVALID:
         return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
@@ -148,6 +153,14 @@ async def stream_thread_events(
     thread_id = _thread_id(thread_id)
     reader = thread_log(state)
     tenant_id = principal.tenant_id
+    try:
+        await reader.check_cursor(
+            tenant_id=tenant_id, thread_id=thread_id, since=subscription.since
+        )
+    except ResumeGap as gap:
+        # graphkeep: a cursor the log no longer covers is refused before streaming (the SDK
+        # gives up on a 4xx and surfaces it) instead of silently replaying what is left
+        return JSONResponse({"detail": str(gap), **gap.envelope()}, status_code=410)
 
     async def events() -> AsyncIterator[bytes]:
         metrics.stream_subscribed()
@@ -157,7 +170,7 @@ async def stream_thread_events(
                 tenant_id=tenant_id,
                 thread_id=thread_id,
                 since=subscription.since or 0,
-                heartbeat=HEARTBEAT_SECONDS,
+                heartbeat=heartbeat_seconds(state),
             ):
                 if not batch:
                     yield HEARTBEAT
@@ -169,6 +182,9 @@ async def stream_thread_events(
                 )
                 if chunk:
                     yield chunk
+        except ResumeGap as gap:
+            # trimmed under a reader that fell behind: say so, then end (never skip events)
+            yield format_event("error", json.dumps(gap.envelope(), separators=(",", ":")))
         finally:
             metrics.stream_unsubscribed()
 

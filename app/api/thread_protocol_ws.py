@@ -17,11 +17,13 @@ from typing import Any
 
 from fastapi import WebSocket, WebSocketDisconnect
 
+from app import metrics
 from app.api.errors import status_for
 from app.api.lean_route import resource_router
-from app.api.thread_protocol import HEARTBEAT_SECONDS, run_command, thread_log
+from app.api.thread_protocol import heartbeat_seconds, run_command, thread_log
 from app.errors import AppError
 from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription
+from app.runs.threadlog.log import ResumeGap
 from app.threads.service import parse_thread_id
 
 router = resource_router("threads")
@@ -30,6 +32,7 @@ MAX_FRAME_BYTES = 1 << 20
 MAX_SUBSCRIPTIONS = 32
 COMMANDS_PER_SECOND = 50  # a flood beyond this gets `rate_limited` errors, nothing runs
 CLOSE_SHUTDOWN = 1012
+CLOSE_GONE = 4410
 
 
 class _Socket:
@@ -59,18 +62,26 @@ class _Socket:
 
     async def follow(self, since: int) -> None:
         log = thread_log(self.state)
-        async for batch in log.follow(
-            tenant_id=self.principal.tenant_id,
-            thread_id=self.thread_id,
-            since=since,
-            heartbeat=HEARTBEAT_SECONDS,
-        ):
-            for ev in batch:
-                if any(s.matches(ev) for s in self.subs.values()):
-                    await self.send(ev.envelope())
-                    self.delivered = ev.seq
+        code, reason = CLOSE_SHUTDOWN, "server shutting down"
+        try:
+            async for batch in log.follow(
+                tenant_id=self.principal.tenant_id,
+                thread_id=self.thread_id,
+                since=since,
+                heartbeat=heartbeat_seconds(self.state),
+            ):
+                for ev in batch:
+                    if any(s.matches(ev) for s in self.subs.values()):
+                        await self.send(ev.envelope())
+                        self.delivered = ev.seq
+        except ResumeGap as gap:
+            # trimmed under a reader that fell behind: the error, then 4410 (a 4xx the SDK
+            # does not retry), never a silently skipped event
+            with contextlib.suppress(Exception):
+                await self.send(json.dumps(gap.envelope(), separators=(",", ":")))
+            code, reason = CLOSE_GONE, "resume gap"
         with contextlib.suppress(Exception):
-            await self.ws.close(CLOSE_SHUTDOWN, "server shutting down")
+            await self.ws.close(code, reason)
 
     def _ok(self, command_id: Any, result: dict[str, Any]) -> dict[str, Any]:
         meta = {"applied_through_seq": self.delivered}
@@ -83,18 +94,12 @@ class _Socket:
         if reconnect:
             if sub.since is None:
                 raise FilterError("since is required")
-            oldest = await thread_log(self.state).oldest_seq(
-                tenant_id=self.principal.tenant_id, thread_id=self.thread_id
+        try:
+            await thread_log(self.state).check_cursor(
+                tenant_id=self.principal.tenant_id, thread_id=self.thread_id, since=sub.since
             )
-            if oldest is not None and sub.since + 1 < oldest:
-                return {
-                    "type": "error",
-                    "id": command_id,
-                    "error": "resume_gap",
-                    "message": "events after since are no longer retained",
-                    "since": sub.since,
-                    "min_available_seq": oldest,
-                }
+        except ResumeGap as gap:
+            return gap.envelope(command_id)
         if len(self.subs) >= MAX_SUBSCRIPTIONS:
             raise FilterError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per socket")
         given = params.get("subscription_id")
@@ -159,6 +164,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
         await websocket.close(4000 + status_for(exc), exc.detail[:100])
         return
     sock = _Socket(websocket, state, principal, thread_id)
+    metrics.stream_subscribed()
     try:
         while True:
             raw = await websocket.receive_text()
@@ -166,6 +172,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client left (or sent a non-text frame and the socket is gone)
     finally:
+        metrics.stream_unsubscribed()
         if sock.follower is not None:
             sock.follower.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

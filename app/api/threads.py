@@ -13,6 +13,7 @@ from app.api.paging import page_response
 from app.api.responses import json_response, model_response
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
+from app.runs.threadlog.retention import trim_threads
 from app.threads import state as thread_state
 from app.threads.schemas import (
     HistoryRequest,
@@ -28,6 +29,7 @@ from app.threads.schemas import (
     ThreadSearch,
     ThreadState,
 )
+from app.threads.service import parse_thread_id
 
 router = resource_router("threads")
 
@@ -84,6 +86,9 @@ async def prune_threads(
     body: ThreadPrune, state: AppStateDep, principal: PrincipalDep
 ) -> PruneResult:
     count = await state.threads.prune_threads(tenant_id=principal.tenant_id, body=body)
+    if body.strategy == "keep_latest":  # `delete` took the thread-stream log with the threads
+        ids = [parse_thread_id(i) for i in body.thread_ids]
+        await trim_threads(state.engine, tenant_id=principal.tenant_id, thread_ids=ids)
     return PruneResult(pruned_count=count)
 
 

@@ -11,7 +11,10 @@ Thread TTL follows langgraph.json's `checkpointer.ttl` (`strategy` delete | keep
   which keeps the latest checkpoint of each namespace and every ancestor its DeltaChannels
   still need, then re-arms `expires_at` one TTL ahead (renewed activity is pruned again one
   TTL later; an idle thread costs one no-op prune per TTL);
-- a busy thread (a run in progress) is never touched; it is retried at the next sweep.
+- a busy thread (a run in progress) is never touched; it is retried at the next sweep;
+- the thread-stream log follows both: deleted with the thread, trimmed to its newest run by
+  `keep_latest` (app/runs/threadlog/retention.py), and older runs' events expire after the
+  stream-event retention like classic resumable events.
 
 Every sweep is idempotent, so several processes may run them at once.
 """
@@ -39,6 +42,10 @@ from app.statuses import ThreadStatus
 log = logging.getLogger(__name__)
 
 Clock = Callable[[], datetime]
+# The thread-stream log lives in app.runs, a sibling layer: its trims come in as callables
+# (app/main.py wires app/runs/threadlog/retention.py).
+LogTrim = Callable[[str, str], Awaitable[int]]  # (tenant_id, thread_id) -> rows removed
+LogSweep = Callable[[datetime], Awaitable[int]]  # cutoff -> rows removed
 STRATEGIES = ("delete", "keep_latest")
 BATCH_SIZE = 200
 
@@ -174,8 +181,12 @@ async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetim
     return True
 
 
-async def _prune_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetime) -> None:
+async def _prune_thread(
+    engine: AsyncEngine, saver: Any, row: Any, now: datetime, trim_log: LogTrim | None
+) -> None:
     await saver.for_tenant(row.tenant_id).aprune([str(row.thread_id)], strategy="keep_latest")
+    if trim_log is not None:
+        await trim_log(row.tenant_id, str(row.thread_id))
     # Re-arm one TTL ahead; a bare expires_at (no ttl_minutes) is a one-off.
     rearm = now + timedelta(minutes=float(row.ttl_minutes)) if row.ttl_minutes else None
     async with engine.begin() as conn:
@@ -191,7 +202,12 @@ async def _prune_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetime
 
 
 async def sweep_threads(
-    engine: AsyncEngine, saver: Any, policy: ThreadTTLPolicy, *, now: datetime
+    engine: AsyncEngine,
+    saver: Any,
+    policy: ThreadTTLPolicy,
+    *,
+    now: datetime,
+    trim_log: LogTrim | None = None,
 ) -> ThreadSweep:
     """Apply thread TTLs expired at `now` (delete or keep_latest per thread)."""
     result = ThreadSweep(stamped=await stamp_default_ttl(engine, policy))
@@ -204,7 +220,7 @@ async def sweep_threads(
             seen.add((row.tenant_id, row.thread_id))
             strategy = row.ttl_strategy or policy.strategy
             if strategy == "keep_latest":
-                await _prune_thread(engine, saver, row, now)
+                await _prune_thread(engine, saver, row, now, trim_log)
                 result.pruned += 1
             elif await _delete_thread(engine, saver, row, now):
                 result.deleted += 1
@@ -266,6 +282,10 @@ class Sweepers:
     default_interval_seconds: float
     store_interval_seconds: float | None = None
     clock: Clock = utcnow
+    trim_log: LogTrim | None = None  # keep_latest trims the thread-stream log too
+    sweep_log: LogSweep | None = None  # expires older runs' thread-stream events
+    # ... this long after they were written (None: never)
+    thread_log_retention_seconds: float | None = None
 
     @property
     def thread_interval_seconds(self) -> float:
@@ -274,7 +294,9 @@ class Sweepers:
 
     async def threads_once(self) -> ThreadSweep:
         """One thread TTL sweep."""
-        done = await sweep_threads(self.engine, self.saver, self.policy, now=self.clock())
+        done = await sweep_threads(
+            self.engine, self.saver, self.policy, now=self.clock(), trim_log=self.trim_log
+        )
         metrics.count_retention_removed("threads_deleted", done.deleted)
         metrics.count_retention_removed("threads_pruned", done.pruned)
         if done.deleted or done.pruned:
@@ -282,9 +304,14 @@ class Sweepers:
         return done
 
     async def run_events_once(self) -> int:
-        """One stream-event expiry sweep."""
-        removed = await sweep_run_events(self.engine, now=self.clock())
+        """One stream-event expiry sweep (classic run events, then the thread-stream log)."""
+        now = self.clock()
+        removed = await sweep_run_events(self.engine, now=now)
         metrics.count_retention_removed("run_events", removed)
+        if self.sweep_log is not None and self.thread_log_retention_seconds is not None:
+            cutoff = now - timedelta(seconds=self.thread_log_retention_seconds)
+            trimmed = await self.sweep_log(cutoff)
+            metrics.count_retention_removed("thread_events", trimmed)
         return removed
 
     async def store_once(self) -> int:
@@ -324,6 +351,9 @@ def build_sweepers(
     store: Any,
     checkpointer_ttl: Mapping[str, Any] | None,
     sweep_interval_seconds: float,
+    stream_event_retention_seconds: float | None = None,
+    trim_log: LogTrim | None = None,
+    sweep_log: LogSweep | None = None,
 ) -> Sweepers:
     """Sweepers from langgraph.json (`checkpointer.ttl`, the Store's `ttl`) and settings."""
     store_ttl = getattr(store, "ttl_config", None) or {}
@@ -335,4 +365,7 @@ def build_sweepers(
         policy=parse_checkpointer_ttl(checkpointer_ttl),
         default_interval_seconds=sweep_interval_seconds,
         store_interval_seconds=float(store_minutes) * 60 if store_minutes else None,
+        thread_log_retention_seconds=stream_event_retention_seconds,
+        trim_log=trim_log,
+        sweep_log=sweep_log,
     )

@@ -10,6 +10,7 @@ with Client("http://127.0.0.1:8123") as client:
 
 from ._async._client import AsyncClient
 from ._async._streams import AsyncRunStream
+from ._async._thread_stream import AsyncThreadEvents, AsyncThreadStream
 from ._errors import (
     APIError,
     Conflict,
@@ -19,8 +20,10 @@ from ._errors import (
     NotFound,
     ProtocolError,
     RateLimited,
+    ResumeGap,
     RunFailed,
     ServerError,
+    ThreadStreamError,
     TransportError,
     Unauthorized,
 )
@@ -44,6 +47,7 @@ from ._payloads import RunOptions
 from ._streams import RunMetadata, StreamError, StreamEvent
 from ._sync._client import Client
 from ._sync._streams import RunStream
+from ._sync._thread_stream import ThreadEvents, ThreadStream
 
 __version__ = "0.1.0"
 
@@ -52,6 +56,8 @@ __all__ = [
     "Assistant",
     "AsyncClient",
     "AsyncRunStream",
+    "AsyncThreadEvents",
+    "AsyncThreadStream",
     "Checkpoint",
     "Client",
     "Command",
@@ -66,6 +72,7 @@ __all__ = [
     "NotFound",
     "ProtocolError",
     "RateLimited",
+    "ResumeGap",
     "Run",
     "RunFailed",
     "RunMetadata",
@@ -79,6 +86,9 @@ __all__ = [
     "Thread",
     "ThreadState",
     "ThreadStatus",
+    "ThreadEvents",
+    "ThreadStream",
+    "ThreadStreamError",
     "ThreadTask",
     "TransportError",
     "Unauthorized",

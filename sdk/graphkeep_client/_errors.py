@@ -121,3 +121,24 @@ def error_class_for(status: int) -> type[APIError]:
     if status >= 500:
         return ServerError
     return _BY_STATUS.get(status, APIError)
+
+
+class ThreadStreamError(GraphkeepError):
+    """A thread-stream command was refused (`code` is the protocol's error code, e.g.
+    `no_such_interrupt`, `unknown_error`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+        self.message = message
+
+
+class ResumeGap(ThreadStreamError):
+    """The thread's log no longer holds the events after `since` (retention trimmed them):
+    the first event still available has seq `min_available_seq`. Nothing was skipped
+    silently; reopen without `since` to read what is left."""
+
+    def __init__(self, since: int, min_available_seq: int, message: str = "") -> None:
+        super().__init__("resume_gap", message or f"events after seq {since} are gone")
+        self.since = since
+        self.min_available_seq = min_available_seq

@@ -37,6 +37,8 @@ RULES: list[tuple[str, str]] = [
     (r"\bAsyncGenerator\[(.+?), None\]", r"Generator[\1, None, None]"),
     (r"\bAsync(?=[A-Z])", ""),
     (r"\b_async\b", "_sync"),
+    (r"\bwebsockets\.asyncio\.client\b", "websockets.sync.client"),
+    (r"\basync_auth_flow\b", "sync_auth_flow"),
 ]
 _COMPILED = [(re.compile(pattern), repl) for pattern, repl in RULES]
 

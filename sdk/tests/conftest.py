@@ -12,8 +12,10 @@ from fake_server import BASE_URL, FakeServer
 from graphkeep_client import AsyncClient, Client
 from graphkeep_client._async import _http as async_http
 from graphkeep_client._async import _streams as async_streams
+from graphkeep_client._async import _thread_stream as async_thread_stream
 from graphkeep_client._sync import _http as sync_http
 from graphkeep_client._sync import _streams as sync_streams
+from graphkeep_client._sync import _thread_stream as sync_thread_stream
 
 
 @pytest.fixture
@@ -55,8 +57,8 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_async_sleep(seconds: float) -> None:
         waited.append(seconds)
 
-    for module in (sync_http, sync_streams):
+    for module in (sync_http, sync_streams, sync_thread_stream):
         monkeypatch.setattr(module, "_sleep", fake_sleep)
-    for module in (async_http, async_streams):
+    for module in (async_http, async_streams, async_thread_stream):
         monkeypatch.setattr(module, "_sleep", fake_async_sleep)
     return waited

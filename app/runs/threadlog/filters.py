@@ -45,7 +45,8 @@ class Subscription:
                 return False
         if self.namespaces is None:
             return True
-        return any(self._under(event.namespace, prefix) for prefix in self.namespaces)
+        namespace = event.namespace  # parsed once per event, not per prefix
+        return any(self._under(namespace, prefix) for prefix in self.namespaces)
 
     def _under(self, namespace: list[str], prefix: tuple[str, ...]) -> bool:
         if len(namespace) < len(prefix):

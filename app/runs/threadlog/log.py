@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.types import utcnow
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
@@ -33,25 +33,57 @@ _READ_BATCH = 2000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+class ResumeGap(Exception):
+    """The cursor is older than what the log keeps: events after it were trimmed."""
+
+    def __init__(self, since: int, min_available_seq: int) -> None:
+        super().__init__(f"events after seq {since} are no longer retained")
+        self.since = since
+        self.min_available_seq = min_available_seq
+
+    def envelope(self, command_id: int | None = None) -> dict[str, Any]:
+        """The protocol's `resume_gap` error (contract section 3)."""
+        return {
+            "type": "error",
+            "id": command_id,
+            "error": "resume_gap",
+            "message": str(self),
+            "since": self.since,
+            "min_available_seq": self.min_available_seq,
+        }
+
+
+def gap_after(since: int, event: LogEvent) -> ResumeGap | None:
+    """A tombstone read after cursor `since`: events between were trimmed. `since` 0 (or
+    none) asks for whatever is retained, so it never has a gap."""
+    if event.method != queries.TRIMMED or since <= 0 or since >= event.seq:
+        return None
+    return ResumeGap(since, event.seq + 1)
+
+
 @dataclass(frozen=True, slots=True)
 class LogEvent:
     seq: int
     event_id: str
     method: str
-    namespace: list[str]
+    namespace_json: str  # compact JSON list, as stored (spliced into the envelope as is)
     data: str  # compact JSON text
     timestamp: int  # ms since the epoch
 
+    @property
+    def namespace(self) -> list[str]:
+        value = json.loads(self.namespace_json)
+        return value if isinstance(value, list) else []
+
     def envelope(self) -> str:
-        """The protocol's event envelope as compact JSON (data spliced in, not re-encoded)."""
-        head = json.dumps(
-            {"type": "event", "event_id": self.event_id, "seq": self.seq, "method": self.method},
-            separators=(",", ":"),
+        """The protocol's event envelope as compact JSON. Every part is JSON already (ids
+        and methods are written by this module), so it is spliced, never re-encoded: replay
+        of a long log is mostly this line."""
+        return (
+            f'{{"type":"event","event_id":{json.dumps(self.event_id)},"seq":{self.seq},'
+            f'"method":{json.dumps(self.method)},"params":{{"namespace":{self.namespace_json},'
+            f'"timestamp":{self.timestamp},"data":{self.data}}}}}'
         )
-        params = json.dumps(
-            {"namespace": self.namespace, "timestamp": self.timestamp}, separators=(",", ":")
-        )
-        return f'{head[:-1]},"params":{params[:-1]},"data":{self.data}}}}}'
 
     def data_name(self) -> str | None:
         """`data.name` of a custom event (named channels), else None."""
@@ -98,7 +130,7 @@ class ThreadLog:
         )
         for retry in range(_SEQ_RETRIES):
             try:
-                async with self.engine.begin() as conn:
+                async with transaction(self.engine) as conn:
                     result = await conn.execute(statement)
                     if result.rowcount == 0:
                         raise AttemptSuperseded(token, "thread log append")
@@ -110,15 +142,19 @@ class ThreadLog:
                 await asyncio.sleep(0.002 * (retry + 1))
         self.hub.wake_thread(thread_id)
 
-    async def oldest_seq(self, *, tenant_id: str, thread_id: str) -> int | None:
-        async with reader(self.engine).connect() as conn:
-            value = (
-                await conn.execute(queries.oldest_seq(tenant_id=tenant_id, thread_id=thread_id))
-            ).scalar()
-        return int(value) if value is not None else None
+    async def check_cursor(self, *, tenant_id: str, thread_id: str, since: int | None) -> None:
+        """ResumeGap when events after `since` were trimmed (one indexed row read)."""
+        if not since:
+            return
+        async with read(self.engine) as conn:
+            row = (
+                await conn.execute(queries.oldest_row(tenant_id=tenant_id, thread_id=thread_id))
+            ).first()
+        if row is not None and row.method == queries.TRIMMED and since < int(row.seq):
+            raise ResumeGap(since, int(row.seq) + 1)
 
     async def read_after(self, *, tenant_id: str, thread_id: str, since: int) -> list[LogEvent]:
-        async with reader(self.engine).connect() as conn:
+        async with read(self.engine) as conn:
             rows = (
                 await conn.execute(
                     queries.read_after(
@@ -131,7 +167,7 @@ class ThreadLog:
                 seq=int(r.seq),
                 event_id=r.event_id,
                 method=r.method,
-                namespace=json.loads(r.namespace),
+                namespace_json=r.namespace,
                 data=decode_payload(r.data),
                 timestamp=int((r.created_at - _EPOCH).total_seconds() * 1000),
             )
@@ -142,22 +178,42 @@ class ThreadLog:
         self, *, tenant_id: str, thread_id: str, since: int, heartbeat: float
     ) -> AsyncIterator[list[LogEvent]]:
         """Batches of events with `seq > since`, then live ones, forever; an empty batch
-        every `heartbeat` seconds of silence. Ends when the process shuts down."""
+        every `heartbeat` seconds of silence. Ends when the process shuts down; raises
+        ResumeGap when the log was trimmed past the cursor (at the start or, for a reader
+        that fell behind a trim, later). Tombstones are never yielded."""
         cursor = since
-        quiet = 0.0
+        loop = asyncio.get_running_loop()
+        # The poll is a backstop for a missed wake-up: rare where NOTIFY carries other
+        # processes' appends (PostgreSQL), every poll_seconds where it cannot. Heartbeats
+        # keep their own clock, so a slow poll never delays them.
+        backstop = self.poll_seconds * (5 if self.hub.cross_process else 1)
+        next_beat = loop.time() + heartbeat
+        read = True
         while not self.hub.closing.is_set():
             signal = self.hub.thread_signal(thread_id)  # before reading: no lost wake-up
-            batch = await self.read_after(tenant_id=tenant_id, thread_id=thread_id, since=cursor)
-            if batch:
-                cursor = batch[-1].seq
-                quiet = 0.0
-                yield batch
-                continue
-            wait = min(self.poll_seconds, heartbeat - quiet)
+            if read:
+                batch = await self.read_after(
+                    tenant_id=tenant_id, thread_id=thread_id, since=cursor
+                )
+                next_poll = loop.time() + backstop
+                if batch and batch[0].method == queries.TRIMMED:  # only ever the oldest row
+                    gap = gap_after(cursor, batch[0])
+                    if gap is not None:
+                        raise gap
+                    cursor = batch[0].seq
+                    batch = batch[1:]
+                if batch:
+                    cursor = batch[-1].seq
+                    next_beat = loop.time() + heartbeat
+                    yield batch
+                    continue
+            now = loop.time()
+            if now >= next_beat:
+                next_beat = now + heartbeat
+                yield []
+            timeout = max(min(next_poll, next_beat) - loop.time(), 0.01)
             try:
-                await asyncio.wait_for(asyncio.shield(signal), timeout=max(wait, 0.01))
+                await asyncio.wait_for(asyncio.shield(signal), timeout=timeout)
+                read = True
             except TimeoutError:
-                quiet += wait
-                if quiet >= heartbeat:
-                    quiet = 0.0
-                    yield []
+                read = loop.time() >= next_poll

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     Select,
     String,
+    Update,
     and_,
     cast,
     delete,
@@ -30,10 +31,12 @@ from sqlalchemy import (
     literal,
     select,
     union_all,
+    update,
 )
 
 from app.db.tables import runs, thread_events, threads
 from app.runs.fencing import FencingToken, still_owned
+from app.statuses import ACTIVE_RUN_STATUSES
 
 TE = thread_events
 # statuses after which a run's attempt may still append its root terminal lifecycle
@@ -112,13 +115,6 @@ def read_after(*, tenant_id: str, thread_id: str, since: int, limit: int) -> Sel
     )
 
 
-def oldest_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
-    """The lowest retained seq of the caller's thread (None when empty)."""
-    return select(func.min(TE.c.seq)).where(
-        TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id
-    )
-
-
 def last_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
     return select(func.max(TE.c.seq)).where(
         TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id
@@ -144,3 +140,97 @@ def thread_status(*, tenant_id: str, thread_id: str) -> Select[Any]:
     return select(threads.c.status).where(
         threads.c.tenant_id == tenant_id, threads.c.thread_id == thread_id
     )
+
+
+# --------------------------------------------------------------------------- retention
+
+# The row left where the log was trimmed: the oldest row of a trimmed thread, at the seq of the
+# last event removed. A reader whose cursor is below it missed events (the protocol's
+# `resume_gap`); one at or above it missed nothing. Never delivered.
+TRIMMED = "log.trimmed"
+
+
+def last_event_run(*, tenant_id: str, thread_id: str) -> Select[Any]:
+    """The run of the thread's newest event (its events are never trimmed: they hold the
+    thread's max seq, which the next append counts from)."""
+    return (
+        select(TE.c.run_id)
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id)
+        .order_by(TE.c.seq.desc())
+        .limit(1)
+    )
+
+
+def first_kept_seq(
+    *, tenant_id: str, thread_id: str, keep_run: str | None, older_than: datetime | None
+) -> Select[Any]:
+    """The lowest seq that must stay: the newest event's run, runs still pending or running
+    (a client may be mid-replay of them), and with `older_than` every event not older."""
+    live_runs = select(runs.c.run_id).where(
+        runs.c.tenant_id == tenant_id,
+        runs.c.thread_id == thread_id,
+        runs.c.status.in_(sorted(ACTIVE_RUN_STATUSES)),
+    )
+    kept: ColumnElement[bool] = TE.c.run_id.in_(live_runs)
+    if keep_run is not None:
+        kept = kept | (TE.c.run_id == keep_run)
+    if older_than is not None:
+        kept = kept | (TE.c.created_at >= older_than)
+    return select(func.min(TE.c.seq)).where(
+        TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id, TE.c.method != TRIMMED, kept
+    )
+
+
+def trim_point(*, tenant_id: str, thread_id: str, below: int) -> Select[Any]:
+    """The newest seq under `below` and its method (the would-be tombstone)."""
+    return (
+        select(TE.c.seq, TE.c.method)
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id, TE.c.seq < below)
+        .order_by(TE.c.seq.desc())
+        .limit(1)
+    )
+
+
+def delete_below(*, tenant_id: str, thread_id: str, seq: int) -> Delete:
+    return delete(TE).where(
+        TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id, TE.c.seq < seq
+    )
+
+
+def mark_trimmed(*, tenant_id: str, thread_id: str, seq: int, data: str) -> Update:
+    """Turn the row at `seq` into the tombstone (no run: a rolled-back run's delete keeps it)."""
+    return (
+        update(TE)
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id, TE.c.seq == seq)
+        .values(method=TRIMMED, run_id=None, namespace="[]", data=data)
+    )
+
+
+def oldest_row(*, tenant_id: str, thread_id: str) -> Select[Any]:
+    """The thread's oldest row (the tombstone when the log was trimmed)."""
+    return (
+        select(TE.c.seq, TE.c.method)
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id)
+        .order_by(TE.c.seq)
+        .limit(1)
+    )
+
+
+def threads_with_events_before(
+    *, cutoff: datetime, after: tuple[str, str] | None, limit: int
+) -> Select[Any]:
+    """(tenant_id, thread_id) of threads holding events older than `cutoff`, in key order
+    from `after` (a sweep pages through them)."""
+    stmt = (
+        select(TE.c.tenant_id, TE.c.thread_id)
+        .where(TE.c.created_at < cutoff, TE.c.method != TRIMMED)
+        .group_by(TE.c.tenant_id, TE.c.thread_id)
+        .order_by(TE.c.tenant_id, TE.c.thread_id)
+        .limit(limit)
+    )
+    if after is not None:
+        stmt = stmt.where(
+            (TE.c.tenant_id > after[0])
+            | ((TE.c.tenant_id == after[0]) & (TE.c.thread_id > after[1]))
+        )
+    return stmt

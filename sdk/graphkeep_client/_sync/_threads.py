@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from .._calls import (
 from .._models import Checkpoint, IfExists, SortOrder, Thread, ThreadState, ThreadStatus
 from .._payloads import checkpoint_json
 from ._http import HTTP
+from ._thread_stream import ThreadStream, Transport
 
 
 class Threads:
@@ -27,6 +29,25 @@ class Threads:
 
     def __init__(self, http: HTTP) -> None:
         self._http = http
+
+    def stream(
+        self,
+        thread_id: str | None = None,
+        *,
+        assistant_id: str,
+        headers: Mapping[str, str] | None = None,
+        transport: Transport = "sse",
+    ) -> ThreadStream:
+        """A streaming session on one thread (the thread-stream protocol), shaped like
+        `langgraph_sdk`'s: `thread_id=None` mints a UUID (the first `run.start` creates the
+        thread); `transport` is "sse" or "websocket" (`graphkeep-client[websocket]`)."""
+        return ThreadStream(
+            self._http,
+            thread_id=thread_id if thread_id is not None else str(uuid.uuid4()),
+            assistant_id=assistant_id,
+            headers=headers,
+            transport=transport,
+        )
 
     def create(
         self,
