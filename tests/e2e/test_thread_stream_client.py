@@ -148,14 +148,28 @@ def _subscribers(url: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
-def _sockets(pid: int) -> int:
-    fds = Path(f"/proc/{pid}/fd")
-    count = 0
-    for fd in fds.iterdir():
+def _sockets(pid: int, port: int) -> int:
+    """Open client connections to the server's HTTP port held by the server process: the
+    database pool's sockets (which legitimately stay open) are not counted."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
-            count += os.readlink(fd).startswith("socket:")
+            target = os.readlink(fd)
         except OSError:
             continue  # closed while listing
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            listening = fields[3] == "0A"
+            count += local_port == port and not listening and fields[9] in inodes
     return count
 
 
@@ -172,8 +186,9 @@ async def test_disconnect_frees_subscriptions_and_sockets(live: Live) -> None:
     """20 SSE and 5 WebSocket subscribers come and go: the subscriber gauge and the
     server's socket count return to where they were (no leaked follower or socket)."""
     pid = live.proc.popen.pid
+    port = int(live.url.rsplit(":", 1)[1].rstrip("/"))
     base_subs = _subscribers(live.url)
-    base_sockets = _sockets(pid)
+    base_sockets = _sockets(pid, port)
     tid = str(uuid.uuid4())
     async with AsyncClient(live.url, token=live.token()) as client:
         streams = []
@@ -187,12 +202,12 @@ async def test_disconnect_frees_subscriptions_and_sockets(live: Live) -> None:
         firsts = await asyncio.wait_for(asyncio.gather(*readers), 30)
         assert all(f["params"]["data"]["event"] == "running" for f in firsts)
         assert await _settled(lambda: _subscribers(live.url), base_subs + 25) == base_subs + 25
-        assert _sockets(pid) >= base_sockets + 25
+        assert _sockets(pid, port) >= base_sockets + 25
         for thread in streams:
             await thread.aclose()
     assert await _settled(lambda: _subscribers(live.url), base_subs) == base_subs
     # keep-alive sockets of the /metrics probes may linger a moment; the 25 are gone
-    assert await _settled(lambda: _sockets(pid) <= base_sockets + 2, True)
+    assert await _settled(lambda: _sockets(pid, port) <= base_sockets + 2, True)
 
 
 async def _first(thread: Any) -> dict[str, Any]:
