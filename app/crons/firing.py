@@ -84,7 +84,27 @@ def fail(fired: Firing, reason: str) -> None:
     fired.advance["b_last_error"] = reason[:500]
 
 
-def plan(row: Any, assistants: dict[str, Any], graphs: Any, now: datetime) -> Firing:
+class NextSlots:
+    """`next_after` memoised for one tick: a claimed row is due by `now`, so its next slot is
+    the first after `now`, the same for every row with its schedule and timezone."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self._seen: dict[tuple[str, str], datetime] = {}
+
+    def after(self, schedule: str, timezone: str, due: datetime) -> datetime:
+        if due > self.now:  # not claimed by `now` (a caller's own clock): compute it
+            return next_after(schedule, parse_timezone(timezone), due)
+        key = (schedule, timezone)
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = next_after(schedule, parse_timezone(timezone), self.now)
+        return found
+
+
+def plan(
+    row: Any, assistants: dict[str, Any], graphs: Any, now: datetime, slots: NextSlots
+) -> Firing:
     """Everything about one claimed row that needs no SQL; never raises."""
     due: datetime = row.next_run_date
     fired = Firing(
@@ -99,9 +119,7 @@ def plan(row: Any, assistants: dict[str, Any], graphs: Any, now: datetime) -> Fi
         _advance(fired, row, None, CronStatus.ENDED)
         return fired
     try:
-        upcoming: datetime | None = next_after(
-            row.schedule, parse_timezone(row.timezone), max(now, due)
-        )
+        upcoming: datetime | None = slots.after(row.schedule, row.timezone, due)
     except (AppError, ValueError, StopIteration):
         # no next slot can be computed: stop it rather than claim it on every tick
         _advance(fired, row, None, CronStatus.ACTIVE, enabled=False)

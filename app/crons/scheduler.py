@@ -54,7 +54,8 @@ class CronScheduler:
             if not rows:
                 return 0
             found = await q.assistants_for(conn, {row.assistant_id for row in rows})
-            fired = [firing.plan(row, found, self.runs.graphs, now) for row in rows]
+            slots = firing.NextSlots(now)
+            fired = [firing.plan(row, found, self.runs.graphs, now, slots) for row in rows]
             await firing.write_stateless(conn, [f for f in fired if f.run_row is not None])
             for one, row in zip(fired, rows, strict=True):
                 if one.payload is not None:
