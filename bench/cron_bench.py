@@ -152,6 +152,7 @@ async def main(n: int, batch: int, lead: float) -> None:
             f"lag p50 {_pct(lags, 50):.3f} s, p95 {_pct(lags, 95):.3f} s, max {lags[-1]:.3f} s; "
             f"all {n} fired within {lags[-1]:.1f} s ({n / max(lags[-1], 1e-9):.0f} firings/s)"
         )
+
         # created_at is the claiming tick's clock; a run is visible to workers only once its
         # tick commits: the lag until committed, from the polled counts (+- 50 ms)
         def visible(share: float) -> float:
