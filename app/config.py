@@ -107,7 +107,7 @@ class Settings(BaseSettings):
         1.0, gt=0, le=60, description="Longest sleep of the cron scheduler between due checks."
     )
     cron_batch_size: int = Field(
-        200, ge=1, le=10_000, description="Due crons one scheduler transaction claims and fires."
+        500, ge=1, le=10_000, description="Due crons one scheduler transaction claims and fires."
     )
     sweep_interval_seconds: float = Field(
         60.0, gt=0, description="How often retention and TTL sweepers run."

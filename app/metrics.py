@@ -230,7 +230,7 @@ WEBHOOK_DELIVERIES = Counter(
 CRON_FIRINGS = Counter(
     "graphkeep_cron_firings_total",
     "Cron due times handled by the scheduler, by outcome (fired, skipped_busy, "
-    "assistant_deleted, thread_deleted, invalid, ended).",
+    "assistant_deleted, thread_deleted, failed, ended).",
     ["outcome"],
     registry=REGISTRY,
 )

@@ -75,9 +75,16 @@ READ_ONLY = "this credential is read-only"
 BAD_METRICS_TOKEN = "a valid metrics bearer token is required"
 
 
+# JSON-RPC over POST: the JSON-RPC method decides, so the endpoint checks read-only itself
+# (app/protocols/mcp.py: tools/list is a read, tools/call needs the write scope)
+PROTOCOL_CHECKED_POSTS = frozenset({"/mcp"})
+
+
 def is_write(method: str, path: str) -> bool:
     """Whether a request changes state (a read-only caller gets 403 for these)."""
     if method.upper() not in WRITE_METHODS:
+        return False
+    if method.upper() == "POST" and path.rstrip("/") in PROTOCOL_CHECKED_POSTS:
         return False
     if method.upper() == "POST" and path.rstrip("/").endswith(READ_LIKE_POST_SUFFIXES):
         return False

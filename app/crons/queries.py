@@ -5,14 +5,25 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, bindparam, delete, func, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    bindparam,
+    delete,
+    func,
+    select,
+    true,
+    type_coerce,
+    update,
+)
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.crons.schemas import CRON_SORT_COLUMNS
 from app.db.dialect import json_contains, lock_for_claim
 from app.db.listing import order_by
-from app.db.tables import crons, threads
+from app.db.tables import assistants, crons, runs, threads
+from app.db.types import JSONType
 
 C = crons.c
 JSONObject = dict[str, Any]
@@ -110,9 +121,27 @@ def due_predicate(now: datetime) -> ColumnElement[bool]:
 
 def claim_due(dialect: str, *, now: datetime, limit: int) -> Select[Any]:
     """Due crons, oldest due first, locked for this transaction (SKIP LOCKED on PostgreSQL:
-    another scheduler takes other rows, never these)."""
-    stmt = select(crons).where(due_predicate(now)).order_by(C.next_run_date).limit(limit)
+    another scheduler takes other rows, never these). `payload` comes back as stored (still
+    sealed): it is opened per row (app/crons/firing.py), so one that does not decrypt fails
+    alone instead of failing the whole batch's fetch."""
+    columns = [type_coerce(c, JSONType).label(c.name) if c.name == "payload" else c for c in C]
+    stmt = select(*columns).where(due_predicate(now)).order_by(C.next_run_date).limit(limit)
     return lock_for_claim(dialect, stmt)
+
+
+async def assistants_for(conn: AsyncConnection, assistant_ids: set[str]) -> dict[str, Row[Any]]:
+    """The assistants a claimed batch names, in one read (the caller checks each cron's
+    tenant against the row's: its own or the shared system assistants)."""
+    if not assistant_ids:
+        return {}
+    stmt = select(assistants).where(assistants.c.assistant_id.in_(sorted(assistant_ids)))
+    return {row.assistant_id: row for row in (await conn.execute(stmt)).all()}
+
+
+async def insert_fired(conn: AsyncConnection, fired: list[Any]) -> None:
+    """The threads, then the runs, of stateless firings: one multi-row insert each."""
+    await conn.execute(threads.insert(), [one.thread_row for one in fired])
+    await conn.execute(runs.insert(), [one.run_row for one in fired])
 
 
 def count_due(now: datetime) -> Select[Any]:
@@ -131,6 +160,7 @@ _ADVANCE = (
         next_run_date=bindparam("b_next_run_date"),
         status=bindparam("b_status"),
         enabled=bindparam("b_enabled"),
+        last_error=bindparam("b_last_error"),
         updated_at=bindparam("b_now"),
     )
 )
@@ -138,7 +168,7 @@ _ADVANCE = (
 
 async def advance_many(conn: AsyncConnection, moves: list[JSONObject], *, now: datetime) -> None:
     """Move claimed crons on (in the claim's transaction, rows locked by it): one executemany.
-    Each move: b_cron_id, b_next_run_date, b_status, b_enabled."""
+    Each move: b_cron_id, b_next_run_date, b_status, b_enabled, b_last_error."""
     await conn.execute(_ADVANCE, [{**move, "b_now": now} for move in moves])
 
 

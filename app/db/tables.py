@@ -199,8 +199,16 @@ crons = Table(
     metadata,
     Column("cron_id", ID, primary_key=True),
     Column("tenant_id", TENANT, nullable=False),
-    Column("assistant_id", ID, nullable=False),
-    Column("thread_id", ID, nullable=True),  # NULL: stateless, a new thread per firing
+    # deleting the assistant or the thread deletes its crons (0008, as the official server)
+    Column(
+        "assistant_id",
+        ID,
+        ForeignKey("assistants.assistant_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column(  # NULL: stateless, a new thread per firing
+        "thread_id", ID, ForeignKey("threads.thread_id", ondelete="CASCADE"), nullable=True
+    ),
     Column("user_id", String(255), nullable=True),  # the creator's identity; firings run as it
     Column("schedule", String(255), nullable=False),
     Column("timezone", String(64), nullable=False),
@@ -214,9 +222,12 @@ crons = Table(
     Column("metadata", JSONType, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    Column("last_error", Text, nullable=True),  # why the last due time failed to fire
     # the scheduler's due query is one range of this index (enabled, due by now)
     Index("ix_crons_enabled_next_run_date", "enabled", "next_run_date"),
     Index("ix_crons_tenant_created", "tenant_id", "created_at"),
+    Index("ix_crons_assistant_id", "assistant_id"),
+    Index("ix_crons_thread_id", "thread_id"),
 )
 
 # --------------------------------------------------------------------------- checkpoints

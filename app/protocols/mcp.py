@@ -167,8 +167,15 @@ def _thread_id(params: types.CallToolRequestParams) -> str | None:
     return value
 
 
+READ_ONLY_CALL = "read-only credentials: tools/call runs a graph and needs the write scope"
+
+
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     caller = await _caller(ctx)
+    if caller.principal.read_only:
+        # POST /mcp passes the auth middleware's read-only check (app/api/auth.py): the
+        # JSON-RPC method is what writes, refused here before anything runs
+        raise MCPError(types.INVALID_REQUEST, READ_ONLY_CALL)
     if caller.state.graphs.has(params.name):
         assistant_id = system_assistant_id(params.name)
     else:

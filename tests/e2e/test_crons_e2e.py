@@ -173,7 +173,7 @@ async def main():
         rows = (await conn.execute(q.claim_due("postgresql", now=now, limit=100))).all()
         moves = [  # the scheduler's claim: locked and advanced, run not yet written
             {"b_cron_id": r.cron_id, "b_next_run_date": None, "b_status": "active",
-             "b_enabled": True}
+             "b_enabled": True, "b_last_error": None}
             for r in rows
         ]
         await q.advance_many(conn, moves, now=now)

@@ -191,6 +191,22 @@ async def test_mcp_is_tenant_scoped(server: Server) -> None:
     assert anonymous.status_code == 401
 
 
+async def test_mcp_read_only_token_lists_but_cannot_call(server: Server) -> None:
+    reader = bearer(hs_token(claims(tenant="acme", sub="carol", ttl=3600, scope="read")))
+
+    async def calls(session: ClientSession) -> None:
+        names = {t.name for t in (await session.list_tools()).tools}
+        assert {"agent", "acme-secret"} <= names  # its tenant's tools, listed
+        with pytest.raises(MCPError) as refused:
+            await session.call_tool("agent", {"messages": "hi"})
+        assert refused.value.code == -32600 and "write scope" in str(refused.value)
+
+    await _mcp(server.url, reader, calls)
+    # the rest of the API still refuses a read-only POST that writes
+    thread = httpx.post(f"{server.url}/threads", json={}, headers=reader)
+    assert thread.status_code == 403
+
+
 def test_mcp_bad_input_gets_protocol_errors(server: Server) -> None:
     headers = {
         **ACME,

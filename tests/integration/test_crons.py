@@ -11,13 +11,13 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, type_coerce, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.crons.scheduler import CronScheduler
-from app.db.tables import crons, runs
-from app.db.types import utcnow
+from app.db.tables import assistants, crons, runs
+from app.db.types import JSONType, utcnow
 from app.main import create_app
 from tests.conftest import truncate_all
 
@@ -66,8 +66,10 @@ async def _cron_runs(engine: AsyncEngine, cron_id: str) -> int:
 
 
 async def _row(engine: AsyncEngine, cron_id: str) -> Any:
+    # without the payload: the poison-row test stores one that does not decrypt
+    columns = [c for c in crons.c if c.name != "payload"]
     async with engine.connect() as conn:
-        return (await conn.execute(select(crons).where(crons.c.cron_id == cron_id))).one()
+        return (await conn.execute(select(*columns).where(crons.c.cron_id == cron_id))).one()
 
 
 async def _wait_runs(engine: AsyncEngine, cron_id: str, n: int, timeout: float = 10) -> None:
@@ -195,13 +197,15 @@ async def test_missed_slots_fire_once_then_next_slot(app_and_client: Any) -> Non
     app, c = app_and_client
     engine = _engine(app)
     thread = (await c.post("/threads", json={})).json()["thread_id"]
+    hourly = f"{(utcnow().minute + 30) % 60} * * * *"
     cron = (
         await c.post(
             f"/threads/{thread}/runs/crons",
-            json={"assistant_id": "steps", "schedule": "* * * * *", "input": {"tag": "m"}},
+            # hourly, its next slot half an hour away: no later slot falls due during the test
+            json={"assistant_id": "steps", "schedule": hourly, "input": {"tag": "m"}},
         )
     ).json()
-    await _backdate(engine, cron["cron_id"], 3600)  # an hour down: 60 slots missed
+    await _backdate(engine, cron["cron_id"], 5 * 3600)  # five hours down: 5 slots missed
     await _wait_runs(engine, cron["cron_id"], 1)
     await asyncio.sleep(0.5)  # more ticks of the app's scheduler
     assert await _cron_runs(engine, cron["cron_id"]) == 1
@@ -302,14 +306,13 @@ async def test_deleted_thread_and_end_time_stop_the_cron(app_and_client: Any) ->
             json={"assistant_id": "steps", "schedule": "*/5 * * * *"},
         )
     ).json()
+    assert (await c.get(f"/runs/crons/{on_thread['cron_id']}")).status_code == 200
     assert (await c.delete(f"/threads/{thread}")).status_code == 204
-    await _backdate(engine, on_thread["cron_id"], 1)
-    deadline = asyncio.get_running_loop().time() + 10
-    while (await _row(engine, on_thread["cron_id"])).status != "thread_deleted":
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.05)
-    row = await _row(engine, on_thread["cron_id"])
-    assert row.enabled is False and row.next_run_date is None
+    # deleted with its thread, in the delete's transaction (ON DELETE CASCADE, migration 0008)
+    assert (await c.get(f"/runs/crons/{on_thread['cron_id']}")).status_code == 404
+    async with engine.connect() as conn:
+        left = (await conn.execute(select(crons.c.cron_id))).all()
+    assert left == []
     assert await _cron_runs(engine, on_thread["cron_id"]) == 0
     # end_time: the scheduler's clock past the end -> the due time fires, nothing after it
     end = utcnow() + timedelta(minutes=3)
@@ -368,13 +371,11 @@ async def test_deleted_assistant_stops_and_busy_reject_skips(app_and_client: Any
         )
     ).json()
     assert (await c.delete(f"/assistants/{assistant['assistant_id']}")).status_code == 204
+    # deleted with its assistant (ON DELETE CASCADE, migration 0008), nothing left to fire
+    assert (await c.get(f"/runs/crons/{cron['cron_id']}")).status_code == 404
+    assert (await c.post("/runs/crons/count", json={})).json() == 0
     state = app.state.graphkeep
     ticker = CronScheduler(engine=engine, runs=state.runs)
-    await _backdate(engine, cron["cron_id"], 1)
-    await ticker.tick()
-    row = await _row(engine, cron["cron_id"])  # (or the app's scheduler got there first)
-    assert row.status == "assistant_deleted" and row.enabled is False
-    assert await _cron_runs(engine, cron["cron_id"]) == 0
     # multitask_strategy=reject on a busy thread: that due time is skipped, the cron goes on
     thread = (await c.post("/threads", json={})).json()["thread_id"]
     busy = {"assistant_id": "steps", "input": {"tag": "b", "sleep": 1.5}}
@@ -387,6 +388,82 @@ async def test_deleted_assistant_stops_and_busy_reject_skips(app_and_client: Any
     ).json()
     await _backdate(engine, rejecting["cron_id"], 1)
     await ticker.tick()
-    row = await _row(engine, rejecting["cron_id"])
-    assert row.status == "active" and row.next_run_date > utcnow()
+    # (the app's scheduler may hold the row in its own tick: SKIP LOCKED, then it commits)
+    deadline = asyncio.get_running_loop().time() + 10
+    while (row := await _row(engine, rejecting["cron_id"])).next_run_date <= utcnow():
+        assert asyncio.get_running_loop().time() < deadline, "the due time was not handled"
+        await asyncio.sleep(0.05)
+    assert row.status == "active" and row.last_error is None
     assert await _cron_runs(engine, rejecting["cron_id"]) == 0
+
+
+def _failed_firings() -> float:
+    from app.metrics import REGISTRY
+
+    value = REGISTRY.get_sample_value("graphkeep_cron_firings_total", {"outcome": "failed"})
+    return value or 0.0
+
+
+async def test_poison_rows_fail_alone_in_their_batch(app_and_client: Any) -> None:
+    """One batch: a good cron, one whose payload is no valid run, one whose payload does not
+    decrypt, one whose assistant's graph is not registered. The good ones fire in that same
+    tick; each poison row keeps its next slot, says why in last_error, and is counted."""
+    app, c = app_and_client
+    engine = _engine(app)
+    body = {"assistant_id": "steps", "schedule": "* * * * *", "on_run_completed": "keep"}
+    good = [(await c.post("/runs/crons", json=body)).json()["cron_id"] for _ in range(2)]
+    assistant = (await c.post("/assistants", json={"graph_id": "steps"})).json()["assistant_id"]
+    made = [
+        (await c.post("/runs/crons", json={**body, "assistant_id": a})).json()["cron_id"]
+        for a in ("steps", "steps", assistant)
+    ]
+    bad_payload, no_decrypt, no_graph = made
+    async with engine.begin() as conn:
+        await conn.execute(  # written behind the API's checks, as a stale row would be
+            update(crons)
+            .where(crons.c.cron_id == bad_payload)
+            .values(payload={"config": {"configurable": 5}})
+        )
+        await conn.execute(
+            update(crons)
+            .where(crons.c.cron_id == no_decrypt)
+            .values(payload=type_coerce("gk1:rotated-away:AAAA", JSONType))
+        )
+        await conn.execute(
+            update(assistants)
+            .where(assistants.c.assistant_id == assistant)
+            .values(graph_id="graph_not_deployed")
+        )
+    failed_before = _failed_firings()
+    due = utcnow() - timedelta(seconds=1)
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(crons).where(crons.c.cron_id.in_(good + made)).values(next_run_date=due)
+        )
+    ticker = CronScheduler(engine=engine, runs=app.state.graphkeep.runs)
+    await ticker.tick()  # (the app's own scheduler may take the batch first: same outcome)
+    for cron_id in good:
+        await _wait_runs(engine, cron_id, 1)
+    reasons = {
+        bad_payload: "payload is not a valid run",
+        no_decrypt: "payload does not decrypt",
+        no_graph: "graph 'graph_not_deployed' is not registered",
+    }
+    for cron_id, reason in reasons.items():
+        row = await _row(engine, cron_id)
+        assert await _cron_runs(engine, cron_id) == 0
+        assert row.last_error is not None and reason in row.last_error, row.last_error
+        assert row.enabled is True and row.status == "active" and row.next_run_date > utcnow()
+    for cron_id in good:
+        assert (await _row(engine, cron_id)).last_error is None
+    assert _failed_firings() - failed_before == 3
+    # the bad payload fixed: its next firing succeeds and clears the error
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(crons)
+            .where(crons.c.cron_id == bad_payload)
+            .values(payload={"input": {"tag": "fixed"}}, next_run_date=due)
+        )
+    await ticker.tick()
+    await _wait_runs(engine, bad_payload, 1)
+    assert (await _row(engine, bad_payload)).last_error is None
