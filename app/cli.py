@@ -177,7 +177,7 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return 2
 
     async def run() -> None:
-        state = await open_state(settings, startup_steps(settings))
+        state = await open_state(settings, startup_steps())
         print(f"graphkeep: worker ready ({settings.workers} slots)", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -9,8 +9,8 @@ from fastapi import Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
 from app.api.paging import page_response
+from app.api.routing import resource_router
 from app.assistants import introspection, service
 from app.assistants.schemas import (
     Assistant,

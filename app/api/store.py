@@ -9,8 +9,8 @@ from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
 from app.api.responses import json_response
+from app.api.routing import resource_router
 from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES

@@ -8,9 +8,9 @@ from fastapi import Header, Query, Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
+from app.api.routing import resource_router
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
 from app.state import AppState
