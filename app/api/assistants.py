@@ -5,10 +5,10 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Any
 
-from fastapi import Query, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.api.deps import AppStateDep, PrincipalDep
+from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.paging import page_response
 from app.api.routing import resource_router
 from app.assistants import introspection, service
@@ -40,8 +40,10 @@ async def create_assistant(
 
 @router.post("/assistants/search", operation_id="search_assistants")
 async def search_assistants(
-    body: AssistantSearch, state: AppStateDep, principal: PrincipalDep
+    request: Request,
+    body: AssistantSearch,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     page = await service.search_assistants(
         state.engine, tenant_id=principal.tenant_id, body=body, graphs=state.graphs
     )

@@ -11,7 +11,7 @@ from fastapi import Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import metrics, redaction
-from app.api.deps import AppStateDep, PrincipalDep
+from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.routing import resource_router
 from app.api.sse import (
     HEARTBEAT,
@@ -198,9 +198,8 @@ async def create_thread_run(
     thread_id: str,
     payload: RunCreate,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     run = await _create(state, principal, request, thread_id, payload)
     return JSONResponse(
         run, headers={"Content-Location": _run_path(run["thread_id"], run["run_id"])}
@@ -233,9 +232,8 @@ async def stream_thread_run(
     thread_id: str,
     payload: RunCreate,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _stream_new_run(state, principal, request, thread_id, payload)
 
 
@@ -265,9 +263,8 @@ async def wait_thread_run(
     thread_id: str,
     payload: RunCreate,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _wait_new_run(state, principal, request, thread_id, payload)
 
 
@@ -402,16 +399,20 @@ async def cancel_thread_run(
 
 @router.post("/runs")
 async def create_stateless_run(
-    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+    payload: RunCreate,
+    request: Request,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     run = await _create(state, principal, request, None, payload)
     return JSONResponse(run, headers={"Content-Location": _run_path(None, run["run_id"])})
 
 
 @router.post("/runs/stream")
 async def stream_stateless_run(
-    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+    payload: RunCreate,
+    request: Request,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _stream_new_run(state, principal, request, None, payload)
 
 
@@ -431,8 +432,10 @@ async def join_stateless_run_stream(
 
 @router.post("/runs/wait")
 async def wait_stateless_run(
-    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+    payload: RunCreate,
+    request: Request,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _wait_new_run(state, principal, request, None, payload)
 
 
