@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -86,7 +87,7 @@ def _sse(
     resumable = bool(run["kwargs"].get("resumable"))
     run_id = run["run_id"]
 
-    async def events() -> AsyncIterator[bytes]:
+    async def events() -> AsyncGenerator[bytes, None]:
         metrics.stream_subscribed()
         try:
             async for ev in service.stream(
@@ -107,15 +108,17 @@ async def _cancelled_on_disconnect(
     state: AppState,
     principal: Principal,
     run: dict[str, Any],
-    chunks: AsyncIterator[bytes],
+    chunks: AsyncGenerator[bytes, None],
     cancel_on_disconnect: bool,
 ) -> AsyncIterator[bytes]:
     """`chunks`, and when the client goes away before the last one (and asked for it), the
-    run cancelled in the background (the response is already gone, nothing to answer)."""
+    run cancelled in the background (the response is already gone, nothing to answer).
+    `chunks` is closed here at once, so its own clean-up does not wait for the collector."""
     finished = False
     try:
-        async for chunk in chunks:
-            yield chunk
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
         finished = True
     except StreamInterrupted:
         finished = True  # the server is going away, not the client: the run goes on
@@ -154,7 +157,7 @@ def _wait(
     # the final values are the caller's own state: masked only when configured so
     redactor = redaction.active() if state.settings.redact_wait_answers else None
 
-    async def output() -> AsyncIterator[bytes]:
+    async def output() -> AsyncGenerator[bytes, None]:
         async for out in service.wait_output(
             tenant_id=principal.tenant_id,
             thread_id=run["thread_id"],
