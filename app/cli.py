@@ -11,9 +11,11 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics, redaction
 from app.config import Settings
@@ -23,6 +25,23 @@ from app.errors import AppError, SchemaBehind
 from app.logging import configure as configure_logging
 
 Command = Callable[[argparse.Namespace, Settings], int]
+
+
+def _on_engine(settings: Settings, body: Callable[[AsyncEngine], Awaitable[int]]) -> int:
+    """Run an admin command's `body` on a pool-less engine: an AppError is one line on
+    stderr and exit status 2, and the engine is disposed either way."""
+
+    async def run() -> int:
+        engine = create_engine(settings.database_url, null_pool=True)
+        try:
+            return await body(engine)
+        except AppError as exc:
+            print(f"graphkeep: {exc.detail}", file=sys.stderr)
+            return 2
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
 
 
 def _store_dims(settings: Settings) -> int | None:
@@ -180,7 +199,7 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
         return 2
 
     async def run() -> None:
-        state = await open_state(settings, startup_steps(settings))
+        state = await open_state(settings, startup_steps())
         print(f"graphkeep: worker ready ({settings.workers} slots)", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -249,41 +268,34 @@ def _cmd_apikey(args: argparse.Namespace, settings: Settings) -> int:
     from app.auth import apikeys
     from app.state import ensure_schema
 
-    async def run() -> int:
-        engine = create_engine(settings.database_url, null_pool=True)
-        try:
-            await ensure_schema(engine, settings.database_url)
-            if args.apikey_command == "create":
-                info, key = await apikeys.create_api_key(
-                    engine,
-                    tenant_id=args.tenant,
-                    user_id=args.user,
-                    read_only=args.read_only,
-                    name=args.name,
+    async def run(engine: AsyncEngine) -> int:
+        await ensure_schema(engine, settings.database_url)
+        if args.apikey_command == "create":
+            info, key = await apikeys.create_api_key(
+                engine,
+                tenant_id=args.tenant,
+                user_id=args.user,
+                read_only=args.read_only,
+                name=args.name,
+            )
+            print(f"key_id: {info.key_id}", file=sys.stderr)
+            print(f"tenant: {info.tenant_id}  user: {info.user_id}", file=sys.stderr)
+            print("the key is shown only once; store it now:", file=sys.stderr)
+            print(key)
+        elif args.apikey_command == "list":
+            for k in await apikeys.list_api_keys(engine, tenant_id=args.tenant):
+                state = f"revoked {k.revoked_at.isoformat()}" if k.revoked_at else "active"
+                mode = "read-only" if k.read_only else "read-write"
+                print(
+                    f"{k.key_id}\t{k.tenant_id}\t{k.user_id}\t{mode}\t{state}\t"
+                    f"{k.created_at.isoformat()}\t{k.name or ''}"
                 )
-                print(f"key_id: {info.key_id}", file=sys.stderr)
-                print(f"tenant: {info.tenant_id}  user: {info.user_id}", file=sys.stderr)
-                print("the key is shown only once; store it now:", file=sys.stderr)
-                print(key)
-            elif args.apikey_command == "list":
-                for k in await apikeys.list_api_keys(engine, tenant_id=args.tenant):
-                    state = f"revoked {k.revoked_at.isoformat()}" if k.revoked_at else "active"
-                    mode = "read-only" if k.read_only else "read-write"
-                    print(
-                        f"{k.key_id}\t{k.tenant_id}\t{k.user_id}\t{mode}\t{state}\t"
-                        f"{k.created_at.isoformat()}\t{k.name or ''}"
-                    )
-            else:
-                info = await apikeys.revoke_api_key(engine, key_id=args.key_id)
-                print(f"revoked {info.key_id} (tenant {info.tenant_id})")
-            return 0
-        except AppError as exc:
-            print(f"graphkeep: {exc.detail}", file=sys.stderr)
-            return 2
-        finally:
-            await engine.dispose()
+        else:
+            info = await apikeys.revoke_api_key(engine, key_id=args.key_id)
+            print(f"revoked {info.key_id} (tenant {info.tenant_id})")
+        return 0
 
-    return asyncio.run(run())
+    return _on_engine(settings, run)
 
 
 def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
@@ -295,31 +307,24 @@ def _cmd_store(args: argparse.Namespace, settings: Settings) -> int:
 
     path = Path(args.config) if args.config else settings.config_file or EXAMPLES_CONFIG
 
-    async def run() -> int:
-        engine = create_engine(settings.database_url, null_pool=True)
-        try:
-            await ensure_schema(engine, settings.database_url)
-            await ensure_keys(engine, settings)  # Store values are sealed with a key
-            config = await asyncio.to_thread(read_config, path)
-            if not config.store_index:
-                print(f"graphkeep: {path} has no store.index: nothing to embed", file=sys.stderr)
-                return 2
-            apply_environment(config)  # an embedder's API key may come from `env`
-            index = await asyncio.to_thread(
-                parse_index_config, config.store_index, base_dir=config.base_dir
-            )
-            if settings.store_pgvector == "auto":  # an HNSW index for a new `dims`
-                await pgvector.ensure(engine, index.dims)
-            count = await SQLStore(engine, index=index).reindex(batch_size=args.batch_size)
-            print(f"re-embedded {count} items (model {index.model_id})")
-            return 0
-        except AppError as exc:
-            print(f"graphkeep: {exc.detail}", file=sys.stderr)
+    async def run(engine: AsyncEngine) -> int:
+        await ensure_schema(engine, settings.database_url)
+        await ensure_keys(engine, settings)  # Store values are sealed with a key
+        config = await asyncio.to_thread(read_config, path)
+        if not config.store_index:
+            print(f"graphkeep: {path} has no store.index: nothing to embed", file=sys.stderr)
             return 2
-        finally:
-            await engine.dispose()
+        apply_environment(config)  # an embedder's API key may come from `env`
+        index = await asyncio.to_thread(
+            parse_index_config, config.store_index, base_dir=config.base_dir
+        )
+        if settings.store_pgvector == "auto":  # an HNSW index for a new `dims`
+            await pgvector.ensure(engine, index.dims)
+        count = await SQLStore(engine, index=index).reindex(batch_size=args.batch_size)
+        print(f"re-embedded {count} items (model {index.model_id})")
+        return 0
 
-    return asyncio.run(run())
+    return _on_engine(settings, run)
 
 
 def _cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
@@ -328,31 +333,24 @@ def _cmd_encryption(args: argparse.Namespace, settings: Settings) -> int:
     from app.ops import encryption
     from app.state import build_keyring, ensure_schema
 
-    async def run() -> int:
-        engine = create_engine(settings.database_url, null_pool=True)
-        try:
-            await ensure_schema(engine, settings.database_url)
-            keyring = build_keyring(settings)
-            sealed.install(keyring)
-            if args.encryption_command == "status":
-                found = await encryption.status(engine)
-                print(json.dumps(found.to_json(keyring.current), indent=2, sort_keys=True))
-                return 0
-            report = await encryption.rotate(
-                engine,
-                keyring,
-                batch_size=args.batch_size,
-                progress=lambda name, n: print(f"{name}: {n} rows re-sealed", file=sys.stderr),
-            )
-            print(json.dumps(report.to_json(), sort_keys=True))
+    async def run(engine: AsyncEngine) -> int:
+        await ensure_schema(engine, settings.database_url)
+        keyring = build_keyring(settings)
+        sealed.install(keyring)
+        if args.encryption_command == "status":
+            found = await encryption.status(engine)
+            print(json.dumps(found.to_json(keyring.current), indent=2, sort_keys=True))
             return 0
-        except AppError as exc:
-            print(f"graphkeep: {exc.detail}", file=sys.stderr)
-            return 2
-        finally:
-            await engine.dispose()
+        report = await encryption.rotate(
+            engine,
+            keyring,
+            batch_size=args.batch_size,
+            progress=lambda name, n: print(f"{name}: {n} rows re-sealed", file=sys.stderr),
+        )
+        print(json.dumps(report.to_json(), sort_keys=True))
+        return 0
 
-    return asyncio.run(run())
+    return _on_engine(settings, run)
 
 
 DESCRIPTION = """\

@@ -34,9 +34,9 @@ from app.api.boundary import BoundaryCheckMiddleware
 from app.api.custom_app import install_http_options, server_config
 from app.api.docs import DOCS_PATH, HOME_TARGET, OPENAPI_PATH, install_docs
 from app.api.errors import ServerErrorGuard, install_error_handlers
-from app.api.lean_route import mount_flat, operation_id
 from app.api.metrics_middleware import ObservabilityMiddleware
 from app.api.middleware import BodySizeLimitMiddleware
+from app.api.routing import mount_flat, operation_id
 from app.api.spec import install_openapi
 from app.assistants.service import ensure_system_assistants
 from app.auth.console_session import CONSOLE_PREFIX
@@ -160,7 +160,8 @@ async def _start_retention(state: AppState) -> None:
 async def _start_crons(state: AppState) -> None:
     # The cron API everywhere; the scheduler only where runs execute (serve with workers,
     # `graphkeep worker`): any number of them may run, each due time fires once.
-    state.extras["crons"] = CronService(engine=state.engine, graphs=state.graphs)
+    state.crons = CronService(engine=state.engine, graphs=state.graphs)
+    state.cron_scheduler = None
     if state.settings.workers > 0:
         scheduler = CronScheduler(
             engine=state.engine,
@@ -168,11 +169,11 @@ async def _start_crons(state: AppState) -> None:
             poll_seconds=state.settings.cron_poll_seconds,
             batch_size=state.settings.cron_batch_size,
         )
-        state.extras["cron_scheduler"] = scheduler
+        state.cron_scheduler = scheduler
         state.spawn(scheduler.run_forever(), name="gk-cron-scheduler")
 
 
-def startup_steps(settings: Settings) -> list[StartupStep]:
+def startup_steps() -> list[StartupStep]:
     """Components attached to AppState at start, in order."""
     return [
         _attach_saver,
@@ -268,7 +269,7 @@ def load_custom_auth(settings: Settings) -> tuple[CustomAuth | None, dict[str, A
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state: AppState = await open_state(settings, startup_steps(settings))
+        state: AppState = await open_state(settings, startup_steps())
         app.state.graphkeep = state
         _freeze_startup_heap()
         try:

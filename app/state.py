@@ -11,7 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -25,6 +25,15 @@ from app.db.sealed import KeyMismatch
 from app.errors import SchemaBehind
 from app.threads.service import ThreadService
 
+if TYPE_CHECKING:  # the classes only: importing them here would load every domain at import
+    from app.checkpoint import SQLSaver
+    from app.crons.scheduler import CronScheduler
+    from app.crons.service import CronService
+    from app.graphs.registry import GraphRegistry
+    from app.runs.service import RunService
+    from app.runs.worker import WorkerPool
+    from app.store import SQLStore
+
 log = logging.getLogger(__name__)
 
 
@@ -33,20 +42,21 @@ class AppState:
     settings: Settings
     engine: AsyncEngine
     exit_stack: AsyncExitStack = field(default_factory=AsyncExitStack)
-    # Components are attached by `open_state` as their modules provide them. `Any` keeps this
-    # module free of imports from layers that do not exist in every process.
-    saver: Any = None
-    store: Any = None
-    graphs: Any = None
-    runs: Any = None  # run service / event hub
-    workers: Any = None
     keyring: sealed.Keyring = field(default_factory=sealed.Keyring)
     # the one fast path behind the saver and the Store (app/db/direct.py)
     direct: DirectExecutor = field(init=False)
+    # Attached by the start-up steps (app/main.py `startup_steps`), in this order; reading
+    # one before its step ran is an AttributeError, not a None to check everywhere.
+    saver: SQLSaver = field(init=False)
+    graphs: GraphRegistry = field(init=False)
+    store: SQLStore = field(init=False)
+    runs: RunService = field(init=False)
+    workers: WorkerPool | None = field(init=False)  # None: this process executes no runs
+    crons: CronService = field(init=False)
+    cron_scheduler: CronScheduler | None = field(init=False)  # None: no workers here
     # the domain services, built once by `open_state` when the steps have attached their parts
     threads: ThreadService = field(init=False)
     assistants: AssistantService = field(init=False)
-    extras: dict[str, Any] = field(default_factory=dict)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
 
     def spawn(self, coro: Awaitable[Any], *, name: str) -> asyncio.Task[Any]:

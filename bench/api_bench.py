@@ -20,6 +20,9 @@ into its own virtual environment under .bench-venvs/ (nothing is installed globa
     python bench/api_bench.py                 # full run (needs PostgreSQL on 127.0.0.1:5432)
     python bench/api_bench.py --quick         # fewer requests
     python bench/api_bench.py --skip-official # graphkeep alone
+    python bench/api_bench.py --skip-official --baseline-tree /tmp/old  # before/after:
+        # a second graphkeep from another source tree (e.g. `git archive <commit>`
+        # unpacked there), served from this .venv, measured alternately with this one
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ MORE_OPERATIONS = (
     "store_put",
     "assistant_search",
 )
-GRAPHKEEP, OFFICIAL = "graphkeep_pg", "langgraph_dev"
+GRAPHKEEP, OFFICIAL, BASELINE = "graphkeep_pg", "langgraph_dev", "graphkeep_baseline"
 
 Call = Callable[[], Awaitable[Any]]
 
@@ -230,29 +233,34 @@ async def bench(targets: list[Target], args: argparse.Namespace) -> dict[str, An
 
 
 @asynccontextmanager
-async def graphkeep_server(tmp: Path) -> AsyncIterator[str]:
-    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL."""
+async def graphkeep_server(tmp: Path, tree: Path = ROOT) -> AsyncIterator[str]:
+    """`graphkeep serve` from source `tree` on a throwaway PostgreSQL database; yields its
+    URL. `tree`'s `app` package is imported first (PYTHONPATH), this .venv's dependencies."""
     name = f"gk_bench_{uuid.uuid4().hex[:8]}"
     await pg_database("create", name)
     db_url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
     env = clean_env(
-        GRAPHKEEP_DATABASE_URL=db_url, GRAPHKEEP_WORKERS="1", GRAPHKEEP_LOG_LEVEL="WARNING"
+        GRAPHKEEP_DATABASE_URL=db_url,
+        GRAPHKEEP_WORKERS="1",
+        GRAPHKEEP_LOG_LEVEL="WARNING",
+        PYTHONPATH=str(tree),
     )
     try:
         await asyncio.to_thread(
             subprocess.run,
             [sys.executable, "-m", "app.cli", "migrate"],
             env=env,
-            cwd=ROOT,
+            cwd=tree,
             check=True,
             capture_output=True,
         )
         port = free_port()
         cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
         cmd += ["--config", str(tmp / "langgraph.json")]
-        with process(cmd, env, tmp / "graphkeep.log", ROOT) as proc:
+        log = tmp / f"graphkeep-{name}.log"
+        with process(cmd, env, log, tree) as proc:
             url = f"http://127.0.0.1:{port}"
-            await wait_ready(url, proc, tmp / "graphkeep.log", "/ok")
+            await wait_ready(url, proc, log, "/ok")
             progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
             yield url
     finally:
@@ -262,8 +270,9 @@ async def graphkeep_server(tmp: Path) -> AsyncIterator[str]:
 # --------------------------------------------------------------------------- report
 
 
-def report(results: dict[str, Any]) -> str:
-    gk, off = results.get(GRAPHKEEP, {}), results.get(OFFICIAL, {})
+def report(results: dict[str, Any], baseline: str = OFFICIAL) -> str:
+    """Graphkeep against `baseline` (the official server, or graphkeep from another tree)."""
+    gk, off = results.get(GRAPHKEEP, {}), results.get(baseline, {})
     head = (
         f"{'operation':<17}{'gk p50':>9}{'off p50':>9}{'ratio':>7}"
         f"{'gk p95':>9}{'off p95':>9}{'ratio':>7}{'gk rps':>9}{'off rps':>9}{'ratio':>7}"
@@ -283,8 +292,8 @@ def report(results: dict[str, Any]) -> str:
             f"{g['rps']:>9.0f}{o['rps']:>9.0f}{g['rps'] / o['rps']:>7.2f}"
         )
     lines.append(
-        "latency in ms; latency ratio = graphkeep / official (below 1: graphkeep faster); "
-        "rps ratio = graphkeep / official (above 1: graphkeep faster)"
+        f"against {baseline}; latency in ms; latency ratio = graphkeep / {baseline} (below 1: "
+        f"graphkeep faster); rps ratio = graphkeep / {baseline} (above 1: graphkeep faster)"
     )
     return "\n".join(lines)
 
@@ -303,6 +312,9 @@ async def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="60 rounds per operation")
     parser.add_argument("--skip-official", action="store_true")
+    parser.add_argument(
+        "--baseline-tree", type=Path, help="also serve graphkeep from this source tree"
+    )
     parser.add_argument(
         "--ops",
         nargs="+",
@@ -328,6 +340,10 @@ async def main() -> int:
                 GRAPHKEEP, await stack.enter_async_context(graphkeep_server(tmp)), args.concurrency
             )
         ]
+        if args.baseline_tree is not None:
+            tree = args.baseline_tree.resolve()
+            url = await stack.enter_async_context(graphkeep_server(tmp, tree))
+            targets.append(Target(BASELINE, url, args.concurrency))
         if not args.skip_official:
             url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
             targets.append(Target(OFFICIAL, url, args.concurrency))
@@ -342,7 +358,9 @@ async def main() -> int:
     }
     save(Path(args.output), results)
     print(json.dumps(results, indent=2))
-    print(report(results))
+    for baseline in (OFFICIAL, BASELINE):
+        if baseline in results:
+            print(report(results, baseline))
     return 0
 
 

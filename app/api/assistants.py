@@ -5,12 +5,12 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Any
 
-from fastapi import Query, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
+from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.paging import page_response
+from app.api.routing import resource_router
 from app.assistants import introspection
 from app.assistants.schemas import (
     Assistant,
@@ -38,8 +38,10 @@ async def create_assistant(
 
 @router.post("/assistants/search", operation_id="search_assistants")
 async def search_assistants(
-    body: AssistantSearch, state: AppStateDep, principal: PrincipalDep
+    request: Request,
+    body: AssistantSearch,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     page = await state.assistants.search_assistants(tenant_id=principal.tenant_id, body=body)
     return page_response(page.items, has_more=page.has_more, limit=body.limit, offset=body.offset)
 

@@ -18,7 +18,7 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.lean_route import is_json_content_type
+from app.api.routing import is_json_content_type
 from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, text_problem, value_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

@@ -8,8 +8,8 @@ from fastapi import Response
 from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
 from app.api.paging import page_response
+from app.api.routing import resource_router
 from app.crons.schemas import CronCount, CronCreate, CronSearch, CronUpdate
 from app.crons.service import CronService
 from app.state import AppState
@@ -19,8 +19,7 @@ router = resource_router("crons")
 
 
 def _service(state: AppState) -> CronService:
-    service: CronService = state.extras["crons"]
-    return service
+    return state.crons
 
 
 @router.post("/runs/crons", operation_id="create_cron")

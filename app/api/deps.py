@@ -26,5 +26,13 @@ async def get_principal(request: Request) -> Principal:
     return principal
 
 
+async def caller(request: Request) -> tuple[AppState, Principal]:
+    """The app state and the caller, for the busiest routes, which take `request` instead
+    of `AppStateDep` / `PrincipalDep`: FastAPI solves each declared dependency on every
+    request (about 0.1 ms of CPU each, as much as a small query), and these two are one
+    attribute read and one call. Same answers, same errors, same openapi.json."""
+    return await get_app_state(request), await get_principal(request)
+
+
 AppStateDep = Annotated[AppState, Depends(get_app_state)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

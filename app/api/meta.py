@@ -7,7 +7,7 @@ from typing import Any
 
 from app import __version__
 from app.api.deps import AppStateDep
-from app.api.lean_route import resource_router
+from app.api.routing import resource_router
 from app.graphs.config import DISABLE_A2A, DISABLE_MCP
 
 router = resource_router("system")

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from app import metrics
 from app.api.auth import metrics_token_ok
 from app.api.deps import AppStateDep
-from app.api.lean_route import resource_router
+from app.api.routing import resource_router
 from app.errors import Unauthorized
 from app.ops.health import check_readiness
 from app.ops.sampler import sample_pool, sample_queue

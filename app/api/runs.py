@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import metrics, redaction
-from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
+from app.api.deps import AppStateDep, PrincipalDep, caller
+from app.api.routing import resource_router
 from app.api.sse import (
     HEARTBEAT,
     KEEPALIVE_JSON,
@@ -31,20 +32,16 @@ from app.state import AppState
 
 router = resource_router("runs")
 
-_TRUE = {"true", "1", "yes", "True"}
+# what a cancel does to the run's checkpoints (contract 5.3): keep them, or drop the run's
+CancelAction = Literal["interrupt", "rollback"]
 
 
 def _service(state: AppState) -> RunService:
-    service: RunService = state.runs
-    return service
+    return state.runs
 
 
 def _run_path(thread_id: str | None, run_id: str) -> str:
     return f"/threads/{thread_id}/runs/{run_id}" if thread_id else f"/runs/{run_id}"
-
-
-def _bool(value: str | None) -> bool:
-    return value is not None and value in _TRUE
 
 
 def _modes(values: list[str]) -> set[str]:
@@ -89,8 +86,7 @@ def _sse(
     resumable = bool(run["kwargs"].get("resumable"))
     run_id = run["run_id"]
 
-    async def body() -> AsyncIterator[bytes]:
-        finished = False
+    async def events() -> AsyncGenerator[bytes, None]:
         metrics.stream_subscribed()
         try:
             async for ev in service.stream(
@@ -100,19 +96,38 @@ def _sse(
                     yield HEARTBEAT
                 elif modes is None or _keep(ev.event, modes):
                     yield format_event(ev.event, ev.data, str(ev.seq) if resumable else None)
-            finished = True
-        except StreamInterrupted:
-            finished = True  # the server is going away, not the client: the run goes on
-            raise  # the connection is cut, so the client reconnects elsewhere
         finally:
             metrics.stream_unsubscribed()
-            if not finished and cancel_on_disconnect:
-                state.spawn(
-                    _cancel_quietly(service, principal, run["thread_id"], run_id),
-                    name="gk-cancel-on-disconnect",
-                )
 
-    return StreamingResponse(body(), media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **headers})
+    body = _cancelled_on_disconnect(state, principal, run, events(), cancel_on_disconnect)
+    return StreamingResponse(body, media_type=SSE_MEDIA_TYPE, headers={**SSE_HEADERS, **headers})
+
+
+async def _cancelled_on_disconnect(
+    state: AppState,
+    principal: Principal,
+    run: dict[str, Any],
+    chunks: AsyncGenerator[bytes, None],
+    cancel_on_disconnect: bool,
+) -> AsyncIterator[bytes]:
+    """`chunks`, and when the client goes away before the last one (and asked for it), the
+    run cancelled in the background (the response is already gone, nothing to answer).
+    `chunks` is closed here at once, so its own clean-up does not wait for the collector."""
+    finished = False
+    try:
+        async with aclosing(chunks):
+            async for chunk in chunks:
+                yield chunk
+        finished = True
+    except StreamInterrupted:
+        finished = True  # the server is going away, not the client: the run goes on
+        raise  # the connection is cut, so the client reconnects elsewhere
+    finally:
+        if not finished and cancel_on_disconnect:
+            state.spawn(
+                _cancel_quietly(_service(state), principal, run["thread_id"], run["run_id"]),
+                name="gk-cancel-on-disconnect",
+            )
 
 
 async def _cancel_quietly(
@@ -141,32 +156,21 @@ def _wait(
     # the final values are the caller's own state: masked only when configured so
     redactor = redaction.active() if state.settings.redact_wait_answers else None
 
-    async def body() -> AsyncIterator[bytes]:
-        finished = False
-        try:
-            async for out in service.wait_output(
-                tenant_id=principal.tenant_id,
-                thread_id=run["thread_id"],
-                run_id=run["run_id"],
-                from_start=from_start,
-            ):
-                if out is None:
-                    yield KEEPALIVE_JSON
-                else:
-                    answer = redactor.value(out) if redactor is not None else out
-                    yield orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
-            finished = True
-        except StreamInterrupted:
-            finished = True  # the server is going away, not the client: the run goes on
-            raise  # the connection is cut, so the client reconnects elsewhere
-        finally:
-            if not finished and cancel_on_disconnect:
-                state.spawn(
-                    _cancel_quietly(service, principal, run["thread_id"], run["run_id"]),
-                    name="gk-cancel-on-disconnect",
-                )
+    async def output() -> AsyncGenerator[bytes, None]:
+        async for out in service.wait_output(
+            tenant_id=principal.tenant_id,
+            thread_id=run["thread_id"],
+            run_id=run["run_id"],
+            from_start=from_start,
+        ):
+            if out is None:
+                yield KEEPALIVE_JSON
+            else:
+                answer = redactor.value(out) if redactor is not None else out
+                yield orjson.dumps(answer, option=orjson.OPT_NON_STR_KEYS)
 
-    return StreamingResponse(body(), media_type="application/json", headers=headers)
+    body = _cancelled_on_disconnect(state, principal, run, output(), cancel_on_disconnect)
+    return StreamingResponse(body, media_type="application/json", headers=headers)
 
 
 async def _create(
@@ -190,9 +194,8 @@ async def create_thread_run(
     thread_id: str,
     payload: RunCreate,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     run = await _create(state, principal, request, thread_id, payload)
     return JSONResponse(
         run, headers={"Content-Location": _run_path(run["thread_id"], run["run_id"])}
@@ -225,9 +228,8 @@ async def stream_thread_run(
     thread_id: str,
     payload: RunCreate,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _stream_new_run(state, principal, request, thread_id, payload)
 
 
@@ -257,9 +259,8 @@ async def wait_thread_run(
     thread_id: str,
     payload: RunCreate,
     request: Request,
-    state: AppStateDep,
-    principal: PrincipalDep,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _wait_new_run(state, principal, request, thread_id, payload)
 
 
@@ -316,7 +317,7 @@ async def join_thread_run(
     run_id: str,
     state: AppStateDep,
     principal: PrincipalDep,
-    cancel_on_disconnect: str | None = None,
+    cancel_on_disconnect: bool = False,
 ) -> StreamingResponse:
     run = await _service(state).get(
         tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
@@ -327,7 +328,7 @@ async def join_thread_run(
         principal,
         run,
         from_start=False,
-        cancel_on_disconnect=_bool(cancel_on_disconnect),
+        cancel_on_disconnect=cancel_on_disconnect,
         headers={"Location": f"{path}/join"},
     )
 
@@ -339,7 +340,7 @@ async def join_thread_run_stream(
     state: AppStateDep,
     principal: PrincipalDep,
     stream_mode: Annotated[list[str] | None, Query()] = None,
-    cancel_on_disconnect: str | None = None,
+    cancel_on_disconnect: bool = False,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     after = parse_last_event_id(last_event_id)
@@ -354,7 +355,7 @@ async def join_thread_run_stream(
         run,
         after_seq=after,
         modes=modes,
-        cancel_on_disconnect=_bool(cancel_on_disconnect),
+        cancel_on_disconnect=cancel_on_disconnect,
         headers={"Location": f"{path}/stream"},
     )
 
@@ -365,8 +366,8 @@ async def cancel_thread_run(
     run_id: str,
     state: AppStateDep,
     principal: PrincipalDep,
-    wait: str | None = None,
-    action: str | None = None,
+    wait: bool = False,
+    action: CancelAction = "interrupt",
 ) -> Response:
     service = _service(state)
     run = await service.get(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
@@ -374,9 +375,9 @@ async def cancel_thread_run(
         tenant_id=principal.tenant_id,
         thread_id=run["thread_id"],
         run_id=run["run_id"],
-        action="rollback" if action == "rollback" else "interrupt",
+        action=action,
     )
-    if not _bool(wait):
+    if not wait:
         return Response(status_code=202)
     path = _run_path(run["thread_id"], run["run_id"])
     return _wait(
@@ -394,16 +395,20 @@ async def cancel_thread_run(
 
 @router.post("/runs")
 async def create_stateless_run(
-    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+    payload: RunCreate,
+    request: Request,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     run = await _create(state, principal, request, None, payload)
     return JSONResponse(run, headers={"Content-Location": _run_path(None, run["run_id"])})
 
 
 @router.post("/runs/stream")
 async def stream_stateless_run(
-    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+    payload: RunCreate,
+    request: Request,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _stream_new_run(state, principal, request, None, payload)
 
 
@@ -423,8 +428,10 @@ async def join_stateless_run_stream(
 
 @router.post("/runs/wait")
 async def wait_stateless_run(
-    payload: RunCreate, request: Request, state: AppStateDep, principal: PrincipalDep
+    payload: RunCreate,
+    request: Request,
 ) -> StreamingResponse:
+    state, principal = await caller(request)
     return await _wait_new_run(state, principal, request, None, payload)
 
 
@@ -438,7 +445,10 @@ async def create_run_batch(
 
 @router.post("/runs/cancel", status_code=204)
 async def cancel_runs(
-    body: RunsCancel, state: AppStateDep, principal: PrincipalDep, action: str | None = None
+    body: RunsCancel,
+    state: AppStateDep,
+    principal: PrincipalDep,
+    action: CancelAction = "interrupt",
 ) -> Response:
     by_ids = body.run_ids is not None or body.thread_id is not None
     if by_ids and body.status is not None:
@@ -452,6 +462,6 @@ async def cancel_runs(
         thread_id=body.thread_id,
         run_ids=body.run_ids,
         status=body.status,
-        action="rollback" if action == "rollback" else "interrupt",
+        action=action,
     )
     return Response(status_code=204)

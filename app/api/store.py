@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Query, Response
+from fastapi import Query, Request, Response
 from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
+from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.responses import json_response
+from app.api.routing import resource_router
 from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
@@ -103,7 +103,11 @@ def _store(state: AppStateDep, tenant_id: str) -> Any:
 
 
 @router.put("/store/items", operation_id="put_store_item", status_code=204)
-async def put_item(body: StorePut, state: AppStateDep, principal: PrincipalDep) -> Response:
+async def put_item(
+    request: Request,
+    body: StorePut,
+) -> Response:
+    state, principal = await caller(request)
     namespace = _check_labels(body.namespace)
     index: Any = body.index if body.index is not None else None
     await _store(state, principal.tenant_id).aput(
@@ -114,12 +118,12 @@ async def put_item(body: StorePut, state: AppStateDep, principal: PrincipalDep) 
 
 @router.get("/store/items", operation_id="get_store_item", response_model=StoreItem | None)
 async def get_item(
-    state: AppStateDep,
-    principal: PrincipalDep,
+    request: Request,
     namespace: str = Query("", description="labels joined with '.'"),
     key: str | None = Query(None),
     refresh_ttl: bool | None = Query(None),
 ) -> Response:
+    state, principal = await caller(request)
     if key is None or key == "":
         raise InvalidInput("Key is required")
     labels = _check_labels(namespace.split(".")) if namespace else ()
@@ -138,7 +142,11 @@ async def delete_item(body: StoreDelete, state: AppStateDep, principal: Principa
 @router.post(
     "/store/items/search", operation_id="search_store_items", response_model=SearchItemsResponse
 )
-async def search_items(body: StoreSearch, state: AppStateDep, principal: PrincipalDep) -> Response:
+async def search_items(
+    request: Request,
+    body: StoreSearch,
+) -> Response:
+    state, principal = await caller(request)
     items = await _store(state, principal.tenant_id).asearch(
         _check_labels(body.namespace_prefix),
         query=body.query,

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.errors import status_for
-from app.api.lean_route import resource_router
+from app.api.routing import resource_router
 from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import AppError
 from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message

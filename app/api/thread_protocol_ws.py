@@ -19,7 +19,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 
 from app import metrics
 from app.api.errors import status_for
-from app.api.lean_route import resource_router
+from app.api.routing import resource_router
 from app.api.thread_protocol import heartbeat_seconds, run_command, thread_log
 from app.errors import AppError
 from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription

@@ -14,7 +14,7 @@ from fastapi.responses import StreamingResponse
 
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
+from app.api.routing import resource_router
 from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import ValidationFailed
 from app.runs.thread_stream import (

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from contextlib import suppress
 
-from fastapi import Header, Query, Response
+from fastapi import Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from app.api.deps import AppStateDep, PrincipalDep
-from app.api.lean_route import resource_router
+from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
+from app.api.routing import resource_router
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
 from app.runs.threadlog.retention import trim_threads
@@ -52,8 +52,10 @@ def _query_list(values: list[str] | None) -> list[str] | None:
     "/threads", operation_id="create_thread", response_model=Thread, response_model_exclude={"ttl"}
 )
 async def create_thread(
-    body: ThreadCreate, state: AppStateDep, principal: PrincipalDep
+    request: Request,
+    body: ThreadCreate,
 ) -> Response:
+    state, principal = await caller(request)
     if body.supersteps:
         updates = StateUpdates(state, principal.tenant_id)
         thread = await thread_state.create_thread_with_supersteps(
@@ -70,8 +72,10 @@ async def create_thread(
 
 @router.post("/threads/search", operation_id="search_threads")
 async def search_threads(
-    body: ThreadSearch, state: AppStateDep, principal: PrincipalDep
+    request: Request,
+    body: ThreadSearch,
 ) -> JSONResponse:
+    state, principal = await caller(request)
     page = await state.threads.search_threads(tenant_id=principal.tenant_id, body=body)
     return page_response(page.items, has_more=page.has_more, limit=body.limit, offset=body.offset)
 
@@ -94,11 +98,11 @@ async def prune_threads(
 
 @router.get("/threads/{thread_id}", operation_id="get_thread", response_model=Thread)
 async def get_thread(
+    request: Request,
     thread_id: str,
-    state: AppStateDep,
-    principal: PrincipalDep,
     include: str | None = Query(None, description="comma-separated extras: ttl"),
 ) -> Response:
+    state, principal = await caller(request)
     include_ttl = "ttl" in [part.strip() for part in (include or "").split(",")]
     thread = await state.threads.get_thread(
         tenant_id=principal.tenant_id,
@@ -112,12 +116,12 @@ async def get_thread(
 
 @router.patch("/threads/{thread_id}", operation_id="patch_thread", response_model=Thread)
 async def patch_thread(
+    request: Request,
     thread_id: str,
     body: ThreadPatch,
-    state: AppStateDep,
-    principal: PrincipalDep,
     prefer: str | None = Header(None),
 ) -> Response:
+    state, principal = await caller(request)
     thread = await state.threads.patch_thread(
         tenant_id=principal.tenant_id, thread_id=thread_id, body=body
     )
@@ -160,12 +164,12 @@ async def copy_thread(thread_id: str, state: AppStateDep, principal: PrincipalDe
     "/threads/{thread_id}/state", operation_id="get_thread_state", response_model=ThreadState
 )
 async def get_state(
+    request: Request,
     thread_id: str,
-    state: AppStateDep,
-    principal: PrincipalDep,
     subgraphs: bool = Query(False),
     select: list[str] | None = SELECT_QUERY,
 ) -> Response:
+    state, principal = await caller(request)
     result = await thread_state.get_state(
         state.threads.storage,
         tenant_id=principal.tenant_id,
@@ -245,8 +249,11 @@ async def get_state_at_checkpoint(
     response_model=list[ThreadState],
 )
 async def post_history(
-    thread_id: str, body: HistoryRequest, state: AppStateDep, principal: PrincipalDep
+    request: Request,
+    thread_id: str,
+    body: HistoryRequest,
 ) -> Response:
+    state, principal = await caller(request)
     if "limit" not in body.model_fields_set:
         body = body.model_copy(update={"limit": DEFAULT_HISTORY_LIMIT})
     result = await thread_state.get_history(

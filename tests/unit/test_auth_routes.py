@@ -44,7 +44,10 @@ def test_every_non_public_route_resolves_the_principal() -> None:
             if "resolve_principal" not in inspect.getsource(route.endpoint):
                 missing.append(f"WEBSOCKET {route.path}")
             continue
-        if "get_principal" not in _dependency_names(dependant):
+        if "get_principal" in _dependency_names(dependant):
+            continue
+        # the busiest routes resolve the caller in their body (app/api/deps.py `caller`)
+        if "await caller(request)" not in inspect.getsource(route.endpoint):
             missing.append(f"{sorted(route.methods)} {route.path}")
     assert checked >= 30, checked  # the resource routers are mounted
     assert not missing, f"routes that never ask who is calling: {missing}"
