@@ -44,7 +44,6 @@ from app.config import Settings
 from app.graphs.config import GraphConfigError, ServerConfig, apply_environment, read_config
 from app.graphs.http_options import HttpOptions
 from app.graphs.registry import EXAMPLES_CONFIG
-from app.runs.prepare import install_request_options
 
 # Route groups of the `http.disable_*` switches, by path (the official server's groups:
 # thread runs and crons belong to runs, not threads).
@@ -78,7 +77,6 @@ def install_http_options(app: FastAPI, settings: Settings) -> None:
     options = config.http
     remove_disabled_routes(app, options)
     install_cors(app, options.cors)
-    install_request_options(options.configurable_headers, config.webhooks.url)
     if options.app is not None:
         mount_custom_app(app, load_custom_app(config), options)
     install_logging_headers(app, options.logging_headers)

@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.principal import Principal
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.tables import SYSTEM_TENANT, api_keys
 from app.db.types import utcnow
 from app.errors import InvalidInput, NotFound
@@ -77,7 +77,7 @@ async def create_api_key(
         created_at=utcnow(),
         revoked_at=None,
     )
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await conn.execute(
             api_keys.insert().values(
                 key_id=info.key_id,
@@ -106,7 +106,7 @@ async def list_api_keys(engine: AsyncEngine, *, tenant_id: str | None) -> list[A
     ).order_by(api_keys.c.created_at, api_keys.c.key_id)
     if tenant_id is not None:
         query = query.where(api_keys.c.tenant_id == tenant_id)
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         rows = (await conn.execute(query)).mappings().all()
     return [ApiKeyInfo(**row) for row in rows]
 
@@ -119,7 +119,7 @@ async def revoke_api_key(
     where = [api_keys.c.key_id == key_id]
     if tenant_id is not None:
         where.append(api_keys.c.tenant_id == tenant_id)
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await conn.execute(
             update(api_keys).where(*where, api_keys.c.revoked_at.is_(None)).values(revoked_at=now)
         )
@@ -155,7 +155,7 @@ async def authenticate_api_key(engine: AsyncEngine, key: str) -> Principal | Non
     query = select(api_keys.c.tenant_id, api_keys.c.user_id, api_keys.c.read_only).where(
         api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
     )
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         row = (await conn.execute(query)).first()
     if row is None:
         return None

@@ -20,7 +20,7 @@ from app.checkpoint.queries import (
     select_tree_page,
     select_write_tasks,
 )
-from app.db.dialect import reader
+from app.db.access import read
 
 MAX_TREE_PAGE = 1000
 # a page shows at most this many subgraph checkpoints of its time window
@@ -58,7 +58,7 @@ async def tree_page(
 ) -> TreePage:
     """One page of the tree (the caller has checked the thread belongs to the tenant)."""
     limit = max(1, min(limit, MAX_TREE_PAGE))
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         root = (
             await conn.execute(
                 select_tree_page(tenant_id, thread_id, before=before, limit=limit + 1)

@@ -154,7 +154,7 @@ def plan(
     )
     try:
         run = RunCreate(assistant_id=row.assistant_id, **payload)
-        prepare.validate(run, stateless=stateless)
+        prepare.validate(run, stateless=stateless, webhook_url=None)  # checked at create
     except (AppError, ValueError, TypeError) as exc:
         fail(fired, f"payload is not a valid run: {_short(exc)}")
         return fired

@@ -27,12 +27,12 @@ from app.crons.schemas import (
     CronUpdate,
     cron_json,
 )
-from app.db.access import read
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.ids import parse_uuid
 from app.db.listing import check_select, check_sort_order
 from app.db.types import utcnow
 from app.errors import InvalidInput, NotFound, ValidationFailed
+from app.graphs.config import ServerConfig
 from app.runs import prepare
 from app.runs.schemas import RunCreate, new_run_id
 
@@ -54,13 +54,15 @@ def _payload(body: CronCreate | CronUpdate, fields: set[str]) -> JSONObject:
     return {name: getattr(body, name) for name in PAYLOAD_FIELDS if name in fields}
 
 
-def check_run_payload(payload: JSONObject, *, assistant_id: str, stateless: bool) -> None:
+def check_run_payload(
+    payload: JSONObject, *, assistant_id: str, stateless: bool, config: ServerConfig
+) -> None:
     """The run each firing will create must be valid now (422/400 at create, not at 3 am)."""
     try:
         run = RunCreate(assistant_id=assistant_id, **payload)
     except ValueError as exc:
         raise ValidationFailed(f"cron payload: {exc}") from None
-    prepare.validate(run, stateless=stateless)
+    prepare.validate(run, stateless=stateless, webhook_url=config.webhooks.url)
 
 
 class CronService:
@@ -89,9 +91,14 @@ class CronService:
         payload = {k: v for k, v in payload.items() if v is not None}
         if thread_id is None:
             payload.pop("multitask_strategy", None)  # a new thread each time: nothing to share
-        check_run_payload(payload, assistant_id=assistant_id, stateless=thread_id is None)
+        check_run_payload(
+            payload,
+            assistant_id=assistant_id,
+            stateless=thread_id is None,
+            config=self.graphs.config,
+        )
         tenant_id = principal.tenant_id
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine) as conn:
             assistant = await assistant_queries.find_row(
                 conn, tenant_id=tenant_id, assistant_id=assistant_id
             )
@@ -128,7 +135,7 @@ class CronService:
 
     async def get(self, *, tenant_id: str, cron_id: str) -> JSONObject:
         cron_id = parse_uuid(cron_id, what="cron_id")
-        async with reader(self.engine).connect() as conn:
+        async with read(self.engine) as conn:
             row = await q.find_cron(conn, tenant_id=tenant_id, cron_id=cron_id)
         if row is None:
             raise NotFound(f"Cron '{cron_id}' not found")
@@ -146,7 +153,7 @@ class CronService:
             parse_timezone(body.timezone)
         if body.end_time is not None and _aware(body.end_time) <= now:
             raise ValidationFailed("end_time: must be in the future")
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine) as conn:
             row = await q.find_cron(conn, tenant_id=tenant_id, cron_id=cron_id, for_update=True)
             if row is None:
                 raise NotFound(f"Cron '{cron_id}' not found")
@@ -156,7 +163,10 @@ class CronService:
             if row.thread_id is None:
                 payload.pop("multitask_strategy", None)
             check_run_payload(
-                payload, assistant_id=row.assistant_id, stateless=row.thread_id is None
+                payload,
+                assistant_id=row.assistant_id,
+                stateless=row.thread_id is None,
+                config=self.graphs.config,
             )
             values["payload"] = payload
             if body.metadata is not None:
@@ -185,7 +195,7 @@ class CronService:
 
     async def delete(self, *, tenant_id: str, cron_id: str) -> None:
         cron_id = parse_uuid(cron_id, what="cron_id")
-        async with self.engine.begin() as conn:
+        async with transaction(self.engine) as conn:
             if not await q.delete_cron(conn, tenant_id=tenant_id, cron_id=cron_id):
                 raise NotFound(f"Cron '{cron_id}' not found")
 
@@ -209,14 +219,14 @@ class CronService:
             limit=body.limit,
             offset=body.offset,
         )
-        async with reader(self.engine).connect() as conn:
+        async with read(self.engine) as conn:
             rows = (await conn.execute(stmt)).all()
         has_more = len(rows) > body.limit
         return [cron_json(r, select) for r in rows[: body.limit]], has_more
 
     async def count(self, *, tenant_id: str, body: CronCount) -> int:
         stmt = q.count_statement(self._where(tenant_id, body, None))
-        async with reader(self.engine).connect() as conn:
+        async with read(self.engine) as conn:
             return int((await conn.execute(stmt)).scalar_one())
 
 

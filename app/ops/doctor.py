@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import JSON, Table
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.access import read, transaction
 from app.db.storable import text_problem, value_problem
 from app.ops import queries
 
@@ -93,7 +94,7 @@ async def _scan_table(engine: AsyncEngine, table: Table, fix: bool) -> list[Find
     findings: list[Finding] = []
     offset = 0
     while True:
-        async with engine.connect() as conn:
+        async with read(engine) as conn:
             rows = (
                 (
                     await conn.execute(
@@ -121,7 +122,7 @@ async def _scan_table(engine: AsyncEngine, table: Table, fix: bool) -> list[Find
                     repairs[name] = repaired
                 findings.append(Finding(table.name, key, name, problem, fixed=fixable))
             if repairs:
-                async with engine.begin() as conn:
+                async with transaction(engine) as conn:
                     await conn.execute(queries.repair_row(table, key, repairs))
         if len(rows) < PAGE_ROWS:
             return findings

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.sealed import DecryptionFailed, KeyMismatch, Keyring, is_sealed_text
 from app.db.types import utcnow
 from app.ops import encryption_queries as q
@@ -42,7 +42,7 @@ _SERDE_CIPHER = "gk1"
 async def check_keys(engine: AsyncEngine, keyring: Keyring) -> None:
     """Refuse a configuration lacking a key that still seals stored state; record the
     current key. Raises KeyMismatch with one line for the operator."""
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         rows = (await conn.execute(q.key_rows())).all()
     known = {r.key_id: r.retired_at for r in rows}
     live = sorted(k for k, retired in known.items() if retired is None)
@@ -63,12 +63,12 @@ async def check_keys(engine: AsyncEngine, keyring: Keyring) -> None:
         return
     if current not in known:
         try:
-            async with engine.begin() as conn:
+            async with transaction(engine) as conn:
                 await conn.execute(q.add_key(), {"key_id": current, "created_at": utcnow()})
         except IntegrityError:
             pass  # another process recorded it first
     elif known[current] is not None:
-        async with engine.begin() as conn:
+        async with transaction(engine) as conn:
             await conn.execute(q.revive_key(current))
 
 
@@ -92,7 +92,7 @@ class Status:
 async def status(engine: AsyncEngine) -> Status:
     dialect = engine.dialect.name
     result = Status()
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         for target in TARGETS:
             counts: dict[str, int] = {}
             for label, n in (await conn.execute(q.count_by_key(target, dialect))).all():
@@ -161,12 +161,12 @@ async def _rotate_target(
     pk_names = [c.name for c in target.pk]
     while True:
         query = q.needing_rotation(target, dialect, keyring.current, after, batch_size)
-        async with reader(engine).connect() as conn:
+        async with read(engine) as conn:
             rows = (await conn.execute(query)).all()
         if not rows:
             return done
         updates = [_resealed(keyring, target, row, pk_names) for row in rows]
-        async with engine.begin() as conn:  # one short transaction per batch
+        async with transaction(engine) as conn:  # one short transaction per batch
             result = await conn.execute(statement, updates)
         # rows a writer replaced meanwhile are left alone (the WHERE on the old value); only
         # dialects with a reliable executemany rowcount (SQLite) can say how many
@@ -206,11 +206,11 @@ def _resealed(keyring: Keyring, target: Target, row: Any, pk_names: list[str]) -
 
 
 async def _retire_others(engine: AsyncEngine, keyring: Keyring) -> list[str]:
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         rows = (await conn.execute(q.key_rows())).all()
     others = [r.key_id for r in rows if r.key_id != keyring.current and r.retired_at is None]
     if others:
-        async with engine.begin() as conn:
+        async with transaction(engine) as conn:
             await conn.execute(q.set_retired(others, utcnow()))
     return others
 

@@ -10,6 +10,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
+from app.db.access import read
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class Readiness:
 
 
 async def _probe(engine: AsyncEngine) -> str | None:
-    async with engine.connect() as conn:
+    async with read(engine) as conn:
         await conn.execute(text("SELECT 1"))
     return await migrate.current_revision(engine)
 

@@ -33,7 +33,7 @@ from sqlalchemy import and_, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.tables import run_events, thread_events, threads
 from app.db.types import utcnow
 from app.errors import InvalidInput
@@ -100,7 +100,7 @@ async def stamp_default_ttl(engine: AsyncEngine, policy: ThreadTTLPolicy) -> int
     ttl = timedelta(minutes=policy.default_ttl_minutes)
     stamped = 0
     while True:
-        async with engine.begin() as conn:
+        async with transaction(engine) as conn:
             rows = (
                 await conn.execute(
                     select(threads.c.tenant_id, threads.c.thread_id, threads.c.updated_at)
@@ -128,7 +128,7 @@ async def stamp_default_ttl(engine: AsyncEngine, policy: ThreadTTLPolicy) -> int
 
 
 async def _expired(engine: AsyncEngine, now: datetime) -> list[Any]:
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         return list(
             (
                 await conn.execute(
@@ -150,7 +150,7 @@ async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetim
     # Guarded on expiry and status in the same statement, so a thread that got a run (or a
     # new TTL) since it was selected survives. Thread, runs, events and checkpoints go in one
     # transaction (as DELETE /threads/{id}): a crash mid-sweep leaves no orphaned checkpoints.
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         gone = (
             await conn.execute(
                 delete(threads)
@@ -189,7 +189,7 @@ async def _prune_thread(
         await trim_log(row.tenant_id, str(row.thread_id))
     # Re-arm one TTL ahead; a bare expires_at (no ttl_minutes) is a one-off.
     rearm = now + timedelta(minutes=float(row.ttl_minutes)) if row.ttl_minutes else None
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await conn.execute(
             update(threads)
             .where(
@@ -228,7 +228,7 @@ async def sweep_threads(
 
 async def sweep_run_events(engine: AsyncEngine, *, now: datetime) -> int:
     """Delete stream events whose retention ended (expires_at is set when their run ends)."""
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         result = await conn.execute(
             delete(run_events).where(
                 and_(run_events.c.expires_at.is_not(None), run_events.c.expires_at <= now)

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
+from app.db.access import read
 from app.db.tables import runs
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ async def sample_queue(engine: AsyncEngine, *, timeout_seconds: float) -> bool:
     )
     try:
         async with asyncio.timeout(min(timeout_seconds, SAMPLE_TIMEOUT_SECONDS)):
-            async with engine.connect() as conn:
+            async with read(engine) as conn:
                 counts = {str(status): int(n) for status, n in (await conn.execute(query)).all()}
     except Exception as exc:  # a scrape must succeed even when the database does not
         log.info("metrics: queue not sampled", extra={"error": type(exc).__name__})

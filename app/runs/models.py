@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from app.auth.principal import Principal
 from app.db.ids import parse_uuid
 from app.db.types import utcnow
+from app.graphs.config import ServerConfig
 from app.runs import prepare
 from app.runs.queue import ClaimedRun
 from app.runs.schemas import RunCreate, new_run_id
@@ -144,9 +145,11 @@ class NewRun:
         payload: RunCreate,
         headers: Mapping[str, str],
         assistant_id: str,
+        config: ServerConfig,
     ) -> NewRun:
-        """Validate the request (400 before anything is read) and fix the new ids and times."""
-        prepare.validate(payload, stateless=thread_id is None)
+        """Validate the request (400 before anything is read) and fix the new ids and times;
+        `config`: the server's langgraph.json (webhook URL policy, configurable headers)."""
+        prepare.validate(payload, stateless=thread_id is None, webhook_url=config.webhooks.url)
         now = utcnow()
         return cls(
             principal=principal,
@@ -160,7 +163,7 @@ class NewRun:
             now=now,
             available=now + timedelta(seconds=payload.after_seconds or 0),
             strategy=payload.multitask_strategy or "enqueue",
-            headers=headers,
+            headers=prepare.forwarded_headers(headers, config.http.configurable_headers),
         )
 
     @property

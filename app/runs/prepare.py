@@ -20,25 +20,12 @@ from app.graphs.http_options import HeaderPatterns, WebhookUrlPolicy, configurab
 from app.runs.chunks import STREAM_MODES, V2_ONLY_MODES
 from app.runs.schemas import RunCreate
 
-# langgraph.json `http.configurable_headers` and `webhooks.url`, installed when the app is
-# created (app/api/custom_app.py). Configurable headers default to the official server's
-# `x-*` and `user-agent`; credentials are never copied, whatever the patterns say.
-_configurable_headers = HeaderPatterns()
-_webhook_url_policy: WebhookUrlPolicy | None = None
 
-
-def install_request_options(
-    configurable_headers: HeaderPatterns, webhook_url: WebhookUrlPolicy | None
-) -> None:
-    global _configurable_headers, _webhook_url_policy
-    _configurable_headers = configurable_headers
-    _webhook_url_policy = webhook_url
-
-
-def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The request headers copied into configurable (`http.configurable_headers`)."""
+def forwarded_headers(headers: Mapping[str, str], patterns: HeaderPatterns) -> dict[str, str]:
+    """The request headers copied into configurable: langgraph.json's
+    `http.configurable_headers` (default the official server's `x-*` and `user-agent`);
+    credentials never, whatever the patterns say."""
     out: dict[str, str] = {}
-    patterns = _configurable_headers
     for name, value in headers.items():
         key = name.lower()
         if patterns.selects(key, default_include=configurable_default(key)):
@@ -77,7 +64,7 @@ def _checkpoint_keys(payload: RunCreate) -> dict[str, Any]:
     return keys
 
 
-def validate(payload: RunCreate, *, stateless: bool) -> None:
+def validate(payload: RunCreate, *, stateless: bool, webhook_url: WebhookUrlPolicy | None) -> None:
     """Checks that need no database: 400 / 422."""
     configurable = (payload.config or {}).get("configurable") or {}
     if payload.context and configurable:
@@ -92,8 +79,8 @@ def validate(payload: RunCreate, *, stateless: bool) -> None:
         raise ValidationFailed("config.configurable must be an object")
     stream_modes(payload)
     _checkpoint_keys(payload)
-    if payload.webhook is not None and _webhook_url_policy is not None:
-        problem = _webhook_url_policy.problem(payload.webhook)
+    if payload.webhook is not None and webhook_url is not None:  # langgraph.json webhooks.url
+        problem = webhook_url.problem(payload.webhook)
         if problem is not None:
             raise ValidationFailed(problem)
 
@@ -124,7 +111,7 @@ def build_kwargs(
     configurable: dict[str, Any] = {
         **dict(assistant_config.get("configurable") or {}),
         **strip_identity(run_config.get("configurable") or {}),
-        **forwarded_headers(headers),
+        **headers,  # the request's, selected by forwarded_headers
         **_checkpoint_keys(payload),
         "run_id": run_id,
         "thread_id": thread_id,

@@ -20,7 +20,7 @@ from langgraph.stream import StreamTransformer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.identity import restore_auth_user
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.runs.chunks import graph_input
 from app.runs.events import EventHub
 from app.runs.fencing import FencingToken
@@ -122,7 +122,7 @@ class ThreadStreamRuns:
     async def _logged_before(self, run: ClaimedRun) -> bool:
         if run.attempt <= 1:
             return False
-        async with reader(self.engine).connect() as conn:
+        async with read(self.engine) as conn:
             found = await conn.execute(
                 queries.run_has_events(tenant_id=run.tenant_id, run_id=run.run_id)
             )
@@ -203,7 +203,7 @@ class ThreadStreamRuns:
         if run.temporary and not is_protocol_run(run.kwargs):
             return
         if status == "rollback":  # the run went: its events go with it
-            async with self.engine.begin() as conn:
+            async with transaction(self.engine) as conn:
                 await conn.execute(
                     queries.delete_for_run(tenant_id=run.tenant_id, run_id=run.run_id)
                 )
@@ -213,7 +213,7 @@ class ThreadStreamRuns:
         if status == "success":
             if interrupted:
                 return  # its terminal was the root `interrupted` after `input.requested`
-            async with reader(self.engine).connect() as conn:
+            async with read(self.engine) as conn:
                 thread_status = (
                     await conn.execute(
                         queries.thread_status(tenant_id=run.tenant_id, thread_id=run.thread_id)

@@ -84,7 +84,7 @@ class RunService:
         except ValidationFailed:
             # Neither a UUID nor a registered graph id: an unknown graph (official: 404).
             raise NotFound(f"Graph '{payload.assistant_id}' not found") from None
-        new = NewRun.build(principal, thread_id, payload, headers, assistant_id)
+        new = NewRun.build(principal, thread_id, payload, headers, assistant_id, self.graphs.config)
         pool = self._workers
         reserved = pool is not None and new.available <= new.now and pool.try_reserve()
         dispatched: ClaimedRun | None = None
@@ -115,7 +115,7 @@ class RunService:
         strategy asked to stop. Before committing call `notify_queued` once (for any number
         of runs created so), and `after_commit` with the runs to stop once committed."""
         assistant_id = resolve_assistant_id(payload.assistant_id, graphs=self.graphs)
-        new = NewRun.build(principal, thread_id, payload, {}, assistant_id)
+        new = NewRun.build(principal, thread_id, payload, {}, assistant_id, self.graphs.config)
         new = dataclasses.replace(new, available=new.now)  # a cron's run is due when it fires
         created, _, to_cancel = await self._locked(new, direct=False, conn=conn)
         metrics.count_run_created(created.graph_id)

@@ -38,7 +38,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics, redaction
-from app.db.dialect import reader
+from app.db.access import read, transaction
 from app.db.tables import runs, threads, webhook_deliveries
 from app.db.types import utcnow
 from app.graphs.jsonable import dump_bytes
@@ -152,7 +152,7 @@ async def send_run_webhook(
     webhooks are disabled)."""
     if not policy.enabled:
         return None
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         row = (
             await conn.execute(
                 select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
@@ -181,7 +181,7 @@ async def send_run_webhook(
 
 async def _record(engine: AsyncEngine, run: Any, url: str, outcome: Outcome) -> None:
     now = utcnow()
-    async with engine.begin() as conn:  # a later attempt of the same run replaces the row
+    async with transaction(engine) as conn:  # a later attempt of the same run replaces the row
         await conn.execute(
             delete(webhook_deliveries).where(
                 webhook_deliveries.c.run_id == run.run_id,

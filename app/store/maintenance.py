@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.access import read, transaction
 from app.db.tables import store_items, store_vectors
 from app.store import queries
 from app.store.config import StoreIndex
@@ -23,7 +24,7 @@ Ident = tuple[str, str, str]  # tenant_id, prefix, key
 
 async def sweep(engine: AsyncEngine, now: datetime) -> int:
     """Delete items expired at `now` and their vectors; returns the number of items."""
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await conn.execute(queries.expired_vectors(now))
         result = await conn.execute(queries.expired_items(now))
         return int(result.rowcount or 0)
@@ -59,7 +60,7 @@ async def reindex_items(engine: AsyncEngine, index: StoreIndex, *, batch_size: i
             stmt = stmt.where(
                 tuple_(store_items.c.tenant_id, store_items.c.prefix, store_items.c.key) > after
             )
-        async with engine.connect() as conn:
+        async with read(engine) as conn:
             items = (await conn.execute(stmt)).all()
             if not items:
                 return done
@@ -95,7 +96,7 @@ async def reindex_items(engine: AsyncEngine, index: StoreIndex, *, batch_size: i
         if not stale:
             continue
         embedded = await embed_fields(index, stale)
-        async with engine.begin() as conn:
+        async with transaction(engine) as conn:
             await conn.execute(delete(store_vectors).where(_ident_in(store_vectors, list(stale))))
             rows = [
                 {

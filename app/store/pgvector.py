@@ -56,6 +56,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.types import UserDefinedType
 
+from app.db.access import transaction
 from app.db.tables import store_items, store_vectors
 from app.store import queries
 from app.store.config import StoreIndex
@@ -154,7 +155,7 @@ async def ensure(engine: AsyncEngine, dims: int | None) -> bool:
     """
     if engine.dialect.name != "postgresql":
         return False
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         # one setup at a time (several workers may start together)
         await conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('graphkeep.pgvector'))"))
         if not await _create_extension(conn):

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader
+from app.db.access import read
 from app.errors import NotFound, ValidationFailed
 from app.threads import queries as q
 
@@ -19,7 +19,7 @@ async def thread_storage(engine: AsyncEngine, *, tenant_id: str, thread_id: str)
     except ValueError:
         raise ValidationFailed(f"thread_id: {thread_id!r} is not a valid UUID") from None
     statements = q.storage_statements(engine.dialect.name, tenant_id=tenant_id, thread_id=thread_id)
-    async with reader(engine).connect() as conn:
+    async with read(engine) as conn:
         if await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id) is None:
             raise NotFound(f"Thread '{thread_id}' not found")
         out: dict[str, Any] = {"thread_id": thread_id}

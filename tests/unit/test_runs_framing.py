@@ -7,6 +7,7 @@ from langgraph.types import Command, Interrupt, Send
 
 from app.api.sse import format_event, parse_last_event_id
 from app.errors import ValidationFailed
+from app.graphs.http_options import HeaderPatterns
 from app.graphs.jsonable import dumps
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes
 from app.runs.prepare import forwarded_headers
@@ -59,7 +60,8 @@ def test_forwarded_headers_skip_credentials() -> None:
             "x-service-key": "s",
             "user-agent": "sdk",
             "accept": "json",
-        }
+        },
+        HeaderPatterns(),  # langgraph.json's default: x-* and user-agent
     )
     assert got == {"x-user-id": "u", "user-agent": "sdk"}
 
