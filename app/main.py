@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -59,6 +58,7 @@ from app.store import SQLStore, parse_index_config, parse_ttl_config
 from app.store.config import check_index_dims
 from app.store.store import PgvectorMode
 from app.store.validation import DEFAULT_MAX_VALUE_BYTES
+from app.user_modules import add_dependency_paths
 
 startup_log = logging.getLogger("graphkeep.startup")
 
@@ -256,10 +256,8 @@ def load_custom_auth(settings: Settings) -> tuple[CustomAuth | None, dict[str, A
     config = read_config(settings.config_file)
     if config.auth_path is None:
         return None, config.auth_openapi
-    for dep in config.dependencies:  # the auth file may import the project's modules
-        path = (config.base_dir / dep).resolve()
-        if path.is_dir() and str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+    # the auth file may import the project's modules
+    add_dependency_paths(config.base_dir, list(config.dependencies))
     custom = CustomAuth.load(
         config.auth_path, base_dir=config.base_dir, tenant_field=settings.auth_tenant_field
     )

@@ -23,13 +23,9 @@ read here (not only by the lifespan) because routes and middleware are fixed bef
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -44,6 +40,7 @@ from app.config import Settings
 from app.graphs.config import GraphConfigError, ServerConfig, apply_environment, read_config
 from app.graphs.http_options import HttpOptions
 from app.graphs.registry import EXAMPLES_CONFIG
+from app.user_modules import UserModuleError, add_dependency_paths, import_user_module
 
 # Route groups of the `http.disable_*` switches, by path (the official server's groups:
 # thread runs and crons belong to runs, not threads).
@@ -105,15 +102,12 @@ def load_custom_app(config: ServerConfig) -> Starlette:
     target = config.http.app or ""
     module_part, _, attr = target.rpartition(":")
     where = str(config.source) if config.source else "config"
-    for dep in config.dependencies:  # as the graphs see them: local packages importable
-        path = (config.base_dir / dep).resolve()
-        if path.is_dir() and str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+    add_dependency_paths(config.base_dir, list(config.dependencies))  # as the graphs see them
     apply_environment(config)
     try:
-        module = _import(module_part, config.base_dir)
+        module = import_user_module(module_part, config.base_dir, namespace="graphkeep_user_http")
         obj = getattr(module, attr)
-    except GraphConfigError as exc:
+    except UserModuleError as exc:
         raise GraphConfigError(f"{where}: `http.app` {target!r}: {exc.detail}") from None
     except AttributeError:
         raise GraphConfigError(
@@ -129,28 +123,6 @@ def load_custom_app(config: ServerConfig) -> Starlette:
             "not a Starlette or FastAPI app"
         )
     return obj
-
-
-def _import(module_part: str, base_dir: Path) -> Any:
-    if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
-        path = (base_dir / module_part).resolve()
-        if not path.is_file():
-            raise GraphConfigError(f"file {str(path)!r} not found")
-        name = f"graphkeep_user_http.app_{abs(hash(path)):x}"
-        module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            if spec is None or spec.loader is None:
-                raise GraphConfigError(f"cannot load {str(path)!r}")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:
-                sys.modules.pop(name, None)
-                raise
-        return module
-    return importlib.import_module(module_part)
 
 
 def _custom_routes(custom: Starlette) -> list[BaseRoute]:

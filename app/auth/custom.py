@@ -16,8 +16,6 @@ authenticate) or 403 (in authorize): never a 500, never access.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
 import json
 import logging
@@ -36,6 +34,7 @@ from app.auth.identity import AuthUser
 from app.auth.principal import DEFAULT_TENANT, Principal
 from app.auth.tokens import AuthConfigError
 from app.db.storable import MAX_ID_CHARS, text_problem
+from app.user_modules import UserModuleError, import_user_module
 
 log = logging.getLogger(__name__)
 
@@ -98,25 +97,9 @@ def _import(target: str, base_dir: Path) -> Any:
     if not module_part or not attr:
         raise CustomAuthError(f"auth.path {target!r} is not of the form './auth.py:auth'")
     try:
-        if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
-            path = (base_dir / module_part).resolve()
-            if not path.is_file():
-                raise CustomAuthError(f"auth.path {target!r}: file {str(path)!r} not found")
-            name = f"graphkeep_user_auth_{abs(hash(path)):x}"
-            module = sys.modules.get(name)
-            if module is None:
-                spec = importlib.util.spec_from_file_location(name, path)
-                if spec is None or spec.loader is None:
-                    raise CustomAuthError(f"auth.path {target!r}: cannot load {str(path)!r}")
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                try:
-                    spec.loader.exec_module(module)
-                except BaseException:
-                    sys.modules.pop(name, None)
-                    raise
-        else:
-            module = importlib.import_module(module_part)
+        module = import_user_module(module_part, base_dir, namespace="graphkeep_user_auth")
+    except UserModuleError as exc:
+        raise CustomAuthError(f"auth.path {target!r}: {exc.detail}") from None
     except CustomAuthError:
         raise
     except Exception as exc:

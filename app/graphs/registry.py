@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +30,7 @@ from app.graphs.config import (
     apply_environment,
     read_config,
 )
+from app.user_modules import UserModuleError, add_dependency_paths, import_user_module
 
 EXAMPLES_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "langgraph.json"
 DEFAULT_GRAPH_NAME = "LangGraph"  # what langgraph names a graph that was not given a name
@@ -96,26 +94,11 @@ def _import_target(entry: GraphEntry, base_dir: Path) -> tuple[Any, Any]:
     if not module_part or not attr:
         raise GraphConfigError(f"graph {entry.graph_id!r}: bad target {entry.target!r}")
     try:
-        if module_part.endswith(".py") or "/" in module_part or "\\" in module_part:
-            path = (base_dir / module_part).resolve()
-            if not path.is_file():
-                raise GraphConfigError(f"graph {entry.graph_id!r}: file {str(path)!r} not found")
-            module_name = f"graphkeep_user_graphs.{entry.graph_id}_{abs(hash(path)):x}"
-            module = sys.modules.get(module_name)
-            if module is None:
-                spec = importlib.util.spec_from_file_location(module_name, path)
-                if spec is None or spec.loader is None:
-                    raise GraphConfigError(f"graph {entry.graph_id!r}: cannot load {str(path)!r}")
-                module = importlib.util.module_from_spec(spec)
-                # Registered before executing so dataclasses / pickling inside it resolve.
-                sys.modules[module_name] = module
-                try:
-                    spec.loader.exec_module(module)
-                except BaseException:
-                    sys.modules.pop(module_name, None)
-                    raise
-        else:
-            module = importlib.import_module(module_part)
+        module = import_user_module(
+            module_part, base_dir, namespace=f"graphkeep_user_graphs.{entry.graph_id}"
+        )
+    except UserModuleError as exc:
+        raise GraphConfigError(f"graph {entry.graph_id!r}: {exc.detail}") from None
     except GraphConfigError:
         raise
     except Exception as exc:
@@ -156,11 +139,8 @@ def _loaded_entry(entry: GraphEntry, obj: Any) -> _Loaded:
 
 def _load_all(config: ServerConfig) -> dict[str, _Loaded]:
     """Blocking part of loading: sys.path, env, imports."""
-    for dep in config.dependencies:
-        path = (config.base_dir / dep).resolve()
-        # Entries that are not local paths are pip requirements: installed already or not.
-        if path.is_dir() and str(path) not in sys.path:
-            sys.path.insert(0, str(path))
+    # Entries that are not local paths are pip requirements: installed already or not.
+    add_dependency_paths(config.base_dir, list(config.dependencies))
     apply_environment(config)
     return {entry.graph_id: _load_entry(entry, config.base_dir) for entry in config.graphs}
 
