@@ -14,6 +14,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
@@ -29,6 +30,15 @@ LEASE = "30"  # the default: recovery must not wait for it
 RESUMED_WITHIN = 8.0  # seconds after the restart / kill (start-up on a loaded 2-core box)
 
 
+async def _inside_b(client: Any, thread_id: str, timeout: float = 20.0) -> None:
+    """Until the checkpoint after `a` is durable (the thread's next node is `b`): node `a`
+    records itself before its writes commit, and a kill in between rightly runs `a` again."""
+    deadline = time.monotonic() + timeout
+    while (await client.threads.get_state(thread_id))["next"] != ["b"]:
+        assert time.monotonic() < deadline, "the checkpoint after `a` never appeared"
+        await asyncio.sleep(0.05)
+
+
 async def test_restarted_sqlite_server_resumes_its_dead_predecessors_run(tmp_path: Path) -> None:
     db_url = f"sqlite+aiosqlite:///{tmp_path / 'restart.db'}"
     record = tmp_path / "record.txt"
@@ -39,6 +49,7 @@ async def test_restarted_sqlite_server_resumes_its_dead_predecessors_run(tmp_pat
         tid = (await client.threads.create())["thread_id"]
         run = await client.runs.create(tid, "steps", input={"tag": tag, "sleep": 1.0})
         await _until(lambda: [n for n, _ in read_records(record, tag)] == ["a"])
+        await _inside_b(client, tid)
         first.kill()
         old_pid = first.popen.pid
     with serve(db_url, tmp_path, workers=2, record_file=record, env=env, name="second") as again:
@@ -80,6 +91,7 @@ async def test_killed_workers_run_is_reclaimed_without_waiting_for_the_lease(
             pid = await _worker_pid(db_url, run["run_id"])
             victim, other = (w1, w2) if pid == w1.popen.pid else (w2, w1)
             await _until(lambda: [n for n, _ in read_records(record, tag)] == ["a"])
+            await _inside_b(client, tid)
             victim.kill()  # inside "b"
             killed = time.monotonic()
             taken = await _worker_pid(db_url, run["run_id"], not_pid=pid, timeout=10)
