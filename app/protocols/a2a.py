@@ -166,7 +166,11 @@ async def _task_run(caller: Caller, assistant_id: str, task_id: str) -> JSONObje
 async def _ended(
     caller: Caller, run: JSONObject, output: JSONObject, history: list[Message]
 ) -> Task:
-    # the status tells a cancelled run apart (its output is the thread's values)
+    # An error or an interrupt in the output already decides the task's state (a cancel
+    # leaves neither); only plain values need the status, which tells a cancelled run
+    # (its output is the values it reached) from a finished one: one read fewer otherwise.
+    if shared.ERROR_KEY in output or output.get(shared.INTERRUPT_KEY):
+        return ended_task({**run, "status": None}, output, history)
     latest = await caller.runs.get(tenant_id=caller.tenant_id, thread_id=None, run_id=run["run_id"])
     return ended_task(latest, output, history)
 

@@ -175,7 +175,7 @@ async def stream_output(caller: Caller, run: JSONObject) -> AsyncIterator[str | 
         elif ev.event == "error":
             error = ev.data
         elif ev.event == "messages":
-            text = _token_text(orjson.loads(ev.data), streamed)
+            text = token_text(orjson.loads(ev.data), streamed)
             if text:
                 yield text
     if error is not None:
@@ -188,7 +188,7 @@ async def stream_output(caller: Caller, run: JSONObject) -> AsyncIterator[str | 
         )
 
 
-def _token_text(pair: Any, streamed: set[str]) -> str:
+def token_text(pair: Any, streamed: set[str]) -> str:
     """The AI text of one `messages-tuple` event ([message, metadata]); '' for the rest."""
     message = pair[0] if isinstance(pair, list) and pair else None
     if not isinstance(message, dict):
