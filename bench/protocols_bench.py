@@ -18,6 +18,8 @@ so load from elsewhere hits all alike; the report gives medians over rounds and 
 
     python bench/protocols_bench.py --rounds 3
     python bench/protocols_bench.py --quick
+    mkdir /tmp/gk-base && git archive main | tar -x -C /tmp/gk-base
+    python bench/protocols_bench.py --baseline-root /tmp/gk-base   # before/after, side by side
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ async def timed(
     return {"p50_ms": statistics.median(samples), "per_s": total / elapsed}
 
 
-async def graphkeep_server(stack: AsyncExitStack, tmp: Path) -> str:
+async def graphkeep_server(stack: AsyncExitStack, tmp: Path, root: Path = ROOT) -> str:
+    """graphkeep served from the checkout at `root` (`python -m` runs the app found there)."""
     name = f"gk_protocols_bench_{uuid.uuid4().hex[:8]}"
     await pg_database("create", name)
     stack.push_async_callback(pg_database, "drop", name)
@@ -150,14 +153,15 @@ async def graphkeep_server(stack: AsyncExitStack, tmp: Path) -> str:
     )
     python = sys.executable
     migrate = await asyncio.create_subprocess_exec(
-        python, "-m", "app.cli", "migrate", env=env, cwd=ROOT
+        python, "-m", "app.cli", "migrate", env=env, cwd=root
     )
     assert await migrate.wait() == 0, "graphkeep migrate failed"
     port = free_port()
     cmd = [python, "-m", "app.cli", "serve", "--port", str(port)]
-    proc = stack.enter_context(process(cmd, env, tmp / "graphkeep.log", ROOT))
+    log = tmp / f"graphkeep-{port}.log"
+    proc = stack.enter_context(process(cmd, env, log, root))
     url = f"http://127.0.0.1:{port}"
-    await wait_ready(url, proc, tmp / "graphkeep.log")
+    await wait_ready(url, proc, log)
     return url
 
 
@@ -171,12 +175,16 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         )
         async with AsyncExitStack() as stack:
             targets = [Target("graphkeep", await graphkeep_server(stack, tmp))]
+            if args.baseline_root:
+                # the same measures on an older checkout, round by round with this one
+                url = await graphkeep_server(stack, tmp, args.baseline_root.resolve())
+                targets.append(Target("graphkeep@baseline", url))
             if args.official:
                 url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
                 targets.append(Target("langgraph-dev", url))
             for target in targets:
                 stack.push_async_callback(target.http.aclose)
-                await target.prepare(3 if target.name != "graphkeep" else 10)
+                await target.prepare(3 if target.name == "langgraph-dev" else 10)
                 progress(f"{target.name} ready")
             for round_no in range(args.rounds):
                 order = MEASURES if round_no % 2 == 0 else tuple(reversed(MEASURES))
@@ -185,7 +193,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                         call = target.call(measure)
                         # the official dev server answers in tenths of a second on a shared
                         # machine: fewer requests keep its part to minutes
-                        scale = 1 if target.name == "graphkeep" else args.official_share
+                        scale = args.official_share if target.name == "langgraph-dev" else 1
                         c1 = await timed(call, max(10, int(args.c1_requests * scale)), 1)
                         c32 = await timed(call, max(32, int(args.c32_requests * scale)), 32)
                         slot = results.setdefault(target.name, {}).setdefault(
@@ -225,6 +233,11 @@ if __name__ == "__main__":
     parser.add_argument("--official", action="store_true", help="add `langgraph dev`")
     parser.add_argument(
         "--official-share", type=float, default=0.15, help="share of requests for `langgraph dev`"
+    )
+    parser.add_argument(
+        "--baseline-root",
+        type=Path,
+        help="also serve graphkeep from this checkout (e.g. `git archive main`): before/after",
     )
     parser.add_argument("--out", type=Path, help="also write the JSON report here")
     args = parser.parse_args()

@@ -64,9 +64,18 @@ from app import __version__
 from app.assistants.service import resolve_assistant_id
 from app.errors import AppError, NotFound, ValidationFailed
 from app.protocols import shared
-from app.protocols.a2a_tasks import MessageInput, echo_user_message, ended_task, task_of
+from app.protocols.a2a_tasks import (
+    TASK_KEY,
+    MessageInput,
+    echo_user_message,
+    ended_task,
+    task_id_of,
+    task_of,
+    token_artifact,
+)
 from app.protocols.shared import Caller, JSONObject
 from app.statuses import ACTIVE_RUN_STATUSES as ACTIVE_STATUSES
+from app.statuses import RunStatus
 from app.threads.service import new_thread_id
 
 A2A_PATH = "/a2a/{assistant_id}"
@@ -76,6 +85,8 @@ _ASSISTANT = "graphkeep.protocols.assistant_id"
 # How long tasks/cancel waits for the run to stop before answering with its state then
 _CANCEL_WAIT_SECONDS = 30.0
 _MODES = ["text/plain", "application/json"]
+# How many of a thread's newest runs are searched for the latest run of a resumed task
+_TASK_RUNS = 100
 
 
 # The SDK's dispatcher logs every client mistake: a warning per error answer and a traceback
@@ -130,10 +141,36 @@ async def _run_of(caller: Caller, assistant_id: str, task_id: str) -> JSONObject
     return run
 
 
+async def _task_run(caller: Caller, assistant_id: str, task_id: str) -> JSONObject:
+    """The newest run of a task: the run `task_id` names, or, when it is a task's first run,
+    the last run that resumed that task (the task keeps its first run's id)."""
+    run = await _run_of(caller, assistant_id, task_id)
+    if task_id_of(run) != run["run_id"] or run["status"] != RunStatus.SUCCESS:
+        return run  # a resumed run itself, or a task that never asked for input
+    try:
+        newer = await caller.runs.list_runs(
+            tenant_id=caller.tenant_id,
+            thread_id=run["thread_id"],
+            limit=_TASK_RUNS,
+            offset=0,
+            status=None,
+        )
+    except NotFound:
+        return run
+    for candidate in newer:  # newest first
+        if task_id_of(candidate) == run["run_id"]:
+            return candidate
+    return run
+
+
 async def _ended(
     caller: Caller, run: JSONObject, output: JSONObject, history: list[Message]
 ) -> Task:
-    # the status tells a cancelled run apart (its output is the thread's values)
+    # An error or an interrupt in the output already decides the task's state (a cancel
+    # leaves neither); only plain values need the status, which tells a cancelled run
+    # (its output is the values it reached) from a finished one: one read fewer otherwise.
+    if shared.ERROR_KEY in output or output.get(shared.INTERRUPT_KEY):
+        return ended_task({**run, "status": None}, output, history)
     latest = await caller.runs.get(tenant_id=caller.tenant_id, thread_id=None, run_id=run["run_id"])
     return ended_task(latest, output, history)
 
@@ -142,7 +179,7 @@ class GraphkeepRequestHandler(RequestHandler):
     """A2A requests on graphkeep runs (see the module docstring)."""
 
     async def _start(
-        self, params: SendMessageRequest, context: ServerCallContext
+        self, params: SendMessageRequest, context: ServerCallContext, *, tokens: bool = False
     ) -> tuple[Caller, JSONObject, Message]:
         caller, assistant_id = _target(context)
         if not params.HasField("message"):
@@ -150,11 +187,13 @@ class GraphkeepRequestHandler(RequestHandler):
         message = params.message
         said = MessageInput(message)
         thread_id = message.context_id or None
+        metadata: JSONObject = {}
         if message.task_id:
             prior = await _run_of(caller, assistant_id, message.task_id)
             if thread_id is not None and thread_id != prior["thread_id"]:
                 raise InvalidParamsError(message="taskId belongs to another contextId")
             thread_id = prior["thread_id"]
+            metadata[TASK_KEY] = task_id_of(prior)
         command: JSONObject | None = None
         if thread_id is not None:
             try:
@@ -175,6 +214,8 @@ class GraphkeepRequestHandler(RequestHandler):
                 thread_id=thread_id or new_thread_id(),
                 input=None if command is not None else said.graph_input(),
                 command=command,
+                metadata=metadata,
+                stream_mode=shared.TOKEN_STREAM_MODES if tokens else None,
             )
         except AppError as exc:  # e.g. "Thread or assistant not found." (or another tenant's)
             raise InvalidParamsError(message=exc.detail) from None
@@ -192,11 +233,22 @@ class GraphkeepRequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
-        caller, run, said = await self._start(params, context)
-        ids = {"task_id": run["run_id"], "context_id": run["thread_id"]}
+        caller, run, said = await self._start(params, context, tokens=True)
+        ids = {"task_id": task_id_of(run), "context_id": run["thread_id"]}
         yield task_of(run, state=TaskState.TASK_STATE_SUBMITTED, history=[said])
         yield TaskStatusUpdateEvent(**ids, status=TaskStatus(state=TaskState.TASK_STATE_WORKING))
-        output = await shared.run_output(caller, run)
+        # the model's tokens as they come, appended to one `stream` artifact; the run's
+        # output follows as the `result` artifact (the whole reply and the state)
+        output: JSONObject = {}
+        first = True
+        async for item in shared.stream_output(caller, run):
+            if isinstance(item, dict):
+                output = item
+                continue
+            yield TaskArtifactUpdateEvent(
+                **ids, artifact=token_artifact(run, item), append=not first, last_chunk=False
+            )
+            first = False
         task = await _ended(caller, run, output, [said])
         for artifact in task.artifacts:
             yield TaskArtifactUpdateEvent(**ids, artifact=artifact, last_chunk=True)
@@ -204,10 +256,10 @@ class GraphkeepRequestHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         caller, assistant_id = _target(context)
-        run = await _run_of(caller, assistant_id, params.id)
-        if run["status"] == "pending":
+        run = await _task_run(caller, assistant_id, params.id)
+        if run["status"] == RunStatus.PENDING:
             return task_of(run, state=TaskState.TASK_STATE_SUBMITTED)
-        if run["status"] == "running":
+        if run["status"] == RunStatus.RUNNING:
             return task_of(run, state=TaskState.TASK_STATE_WORKING)
         output = await caller.runs.thread_output(
             tenant_id=caller.tenant_id, thread_id=run["thread_id"]
@@ -218,7 +270,7 @@ class GraphkeepRequestHandler(RequestHandler):
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
         caller, assistant_id = _target(context)
-        run = await _run_of(caller, assistant_id, params.id)
+        run = await _task_run(caller, assistant_id, params.id)
         if run["status"] not in ACTIVE_STATUSES:
             raise TaskNotCancelableError(message=f"Task {params.id} has already ended")
         try:

@@ -28,6 +28,18 @@ from app.protocols.shared import JSONObject
 # a stopped run (a cancel ends a run as `interrupted`) and a failed one, whatever the output
 _CANCELLED_STATUS = "interrupted"
 _FAILED_STATUSES = frozenset({"error", "timeout"})
+# A run that resumes an input-required task carries the task's id in its metadata: the task
+# keeps the id of its first run across resumes (A2A tasks keep their id), and each resumed
+# run is still reachable by its own run id (tasks/get answers both with the task's id).
+TASK_KEY = "a2a_task_id"
+STREAM_ARTIFACT = "stream"
+
+
+def task_id_of(run: JSONObject) -> str:
+    """The id of the A2A task the run belongs to: its first run's id."""
+    metadata = run.get("metadata")
+    task_id = metadata.get(TASK_KEY) if isinstance(metadata, dict) else None
+    return str(task_id) if task_id else str(run["run_id"])
 
 
 def _value(data: Any) -> struct_pb2.Value:
@@ -98,7 +110,7 @@ def _agent_message(run: JSONObject, parts: list[Part]) -> Message:
     return Message(
         message_id=f"{run['run_id']}-status",
         context_id=run["thread_id"],
-        task_id=run["run_id"],
+        task_id=task_id_of(run),
         role=Role.ROLE_AGENT,
         parts=parts,
     )
@@ -143,12 +155,14 @@ def task_of(
         elif state == TaskState.TASK_STATE_COMPLETED:
             artifacts.append(_artifact(run, output))
     return Task(
-        id=run["run_id"],
+        id=task_id_of(run),
         context_id=run["thread_id"],
         status=status,
         artifacts=artifacts,
         history=history or [],
-        metadata=_value({"assistant_id": run["assistant_id"]}).struct_value,
+        metadata=_value(
+            {"assistant_id": run["assistant_id"], "run_id": run["run_id"]}
+        ).struct_value,
     )
 
 
@@ -163,11 +177,20 @@ def ended_task(run: JSONObject, output: JSONObject, history: list[Message] | Non
     return task_of(run, state=TaskState.TASK_STATE_COMPLETED, output=output, history=history)
 
 
+def token_artifact(run: JSONObject, text: str) -> Artifact:
+    """One streamed token of the run's AI reply, appended to the `stream` artifact."""
+    return Artifact(
+        artifact_id=f"{run['run_id']}-{STREAM_ARTIFACT}",
+        name=STREAM_ARTIFACT,
+        parts=[text_part(text)],
+    )
+
+
 def echo_user_message(message: Message, run: JSONObject) -> Message:
     """The caller's message as it belongs to the task (history)."""
     copy = Message()
     copy.CopyFrom(message)
-    copy.task_id = run["run_id"]
+    copy.task_id = task_id_of(run)
     copy.context_id = run["thread_id"]
     if not copy.message_id:
         copy.message_id = f"{run['run_id']}-input"

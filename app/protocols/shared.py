@@ -7,9 +7,11 @@ only ever sees and runs its own assistants (and the per-graph system assistants)
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 
 from app.assistants.schemas import AssistantSearch
@@ -115,6 +117,8 @@ async def start_run(
     thread_id: str | None,
     input: Any = None,
     command: JSONObject | None = None,
+    metadata: JSONObject | None = None,
+    stream_mode: list[str] | None = None,
 ) -> JSONObject:
     """Queue a run (stateless when `thread_id` is None; the thread is created if missing)."""
     payload = RunCreate(
@@ -123,7 +127,8 @@ async def start_run(
         command=command,
         if_not_exists="create" if thread_id is not None else None,
         multitask_strategy="enqueue",  # a turn during a turn waits for it
-        metadata={"protocol": "graphkeep.protocols"},
+        metadata={"protocol": "graphkeep.protocols", **(metadata or {})},
+        stream_mode=stream_mode,
     )
     try:
         run = await caller.runs.create(
@@ -148,6 +153,53 @@ async def run_output(caller: Caller, run: JSONObject, *, from_start: bool = True
         if item is not None:
             output = item
     return output
+
+
+# A run's stream modes when its caller wants the model's tokens as they come
+TOKEN_STREAM_MODES = ["values", "messages-tuple"]
+
+
+async def stream_output(caller: Caller, run: JSONObject) -> AsyncIterator[str | JSONObject]:
+    """The text of each AI token (or whole AI message) the run streams, as it comes, then
+    the run's output (as `run_output`) last. The run was started with TOKEN_STREAM_MODES."""
+    last_values: str | None = None
+    error: str | None = None
+    streamed: set[str] = set()  # ids of messages sent as chunks: their full copy is not new
+    async for ev in caller.runs.stream(
+        tenant_id=caller.tenant_id, run_id=run["run_id"], after_seq=0, fresh=True
+    ):
+        if ev is None:
+            continue
+        if ev.event == "values":
+            last_values = ev.data
+        elif ev.event == "error":
+            error = ev.data
+        elif ev.event == "messages":
+            text = token_text(orjson.loads(ev.data), streamed)
+            if text:
+                yield text
+    if error is not None:
+        yield {ERROR_KEY: orjson.loads(error)}
+    elif last_values is not None:
+        yield orjson.loads(last_values)
+    else:
+        yield await caller.runs.thread_output(
+            tenant_id=caller.tenant_id, thread_id=run["thread_id"]
+        )
+
+
+def token_text(pair: Any, streamed: set[str]) -> str:
+    """The AI text of one `messages-tuple` event ([message, metadata]); '' for the rest."""
+    message = pair[0] if isinstance(pair, list) and pair else None
+    if not isinstance(message, dict):
+        return ""
+    kind, msg_id = message.get("type"), str(message.get("id") or "")
+    if kind == "AIMessageChunk":
+        streamed.add(msg_id)
+        return content_text(message.get("content"))
+    if kind == "ai" and msg_id not in streamed:
+        return content_text(message.get("content"))
+    return ""
 
 
 async def cancel_quietly(caller: Caller, run: JSONObject) -> None:

@@ -270,6 +270,15 @@ async def test_a2a_card_send_and_stream_in_one_context(server: Server) -> None:
         assert kinds[0] == "task" and kinds[-1] == "status_update"
         assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
         assert events[0].task.context_id == task.context_id
+        # the model's tokens come as they stream, appended to one artifact, then the result
+        updates = [e.artifact_update for e in events if e.HasField("artifact_update")]
+        tokens = [u for u in updates if u.artifact.name == "stream"]
+        assert len(tokens) > 1, "the reply streams in more than one token"
+        assert [u.append for u in tokens] == [False] + [True] * (len(tokens) - 1)
+        assert len({u.artifact.artifact_id for u in tokens}) == 1
+        assert "".join(u.artifact.parts[0].text for u in tokens) == "You said: again"
+        assert updates[-1].artifact.name == "result" and updates[-1].last_chunk
+        assert updates[-1].artifact.parts[0].text == "You said: again"
 
         state = await http.get(f"{server.url}/threads/{task.context_id}/state")
         contents = [m["content"] for m in state.json()["values"]["messages"]]
@@ -301,6 +310,23 @@ async def test_a2a_interrupt_then_answer(server: Server) -> None:
         assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
         assert done.task.context_id == task.context_id
         assert _data(done.task.artifacts[0].parts[-1])["result"] == "done: execute: deploy"
+
+        # the resumed task keeps its id: tasks/get of it answers the resumed run's state,
+        # and the resumed run's own id is a way to the same task; both runs stay readable
+        assert done.task.id == task.id
+        resumed_run = json_format.MessageToDict(done.task.metadata)["run_id"]
+        assert resumed_run != task.id
+        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+        for asked_id in (task.id, resumed_run):
+            got = await client.get_task(GetTaskRequest(id=asked_id))
+            assert got.id == task.id
+            assert got.status.state == TaskState.TASK_STATE_COMPLETED
+            assert _data(got.artifacts[0].parts[-1])["result"] == "done: execute: deploy"
+        for run_id in (task.id, resumed_run):
+            run = await http.get(f"{server.url}/threads/{task.context_id}/runs/{run_id}")
+            assert run.status_code == 200 and run.json()["status"] == "success"
+        with pytest.raises(TaskNotCancelableError, match="ended"):
+            await client.cancel_task(CancelTaskRequest(id=task.id))
 
         # the finished task takes no more messages
         with pytest.raises(UnsupportedOperationError):

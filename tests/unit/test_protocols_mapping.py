@@ -9,8 +9,9 @@ from google.protobuf import json_format, struct_pb2
 from langgraph.graph import START, MessagesState, StateGraph
 
 from app.assistants.service import system_assistant_id
-from app.protocols.a2a_tasks import MessageInput
+from app.protocols.a2a_tasks import TASK_KEY, MessageInput, task_id_of
 from app.protocols.mcp import simplify_messages_schema, tool_names
+from app.protocols.shared import token_text
 
 
 def _assistant(name: str, graph_id: str, assistant_id: str) -> dict[str, str]:
@@ -61,3 +62,26 @@ def test_message_parts_to_graph_input_and_resume_values() -> None:
         MessageInput(Message(parts=[_data([1, 2])]))
     with pytest.raises(ContentTypeNotSupportedError):
         MessageInput(Message(parts=[Part(url="https://example.com/x.png")]))
+
+
+def test_a_resumed_run_belongs_to_its_first_runs_task() -> None:
+    first = {"run_id": "r1", "metadata": {"protocol": "graphkeep.protocols"}}
+    resumed = {"run_id": "r2", "metadata": {TASK_KEY: "r1"}}
+    assert task_id_of(first) == "r1"
+    assert task_id_of(resumed) == "r1"
+    assert task_id_of({"run_id": "r3", "metadata": None}) == "r3"
+
+
+def test_token_text_streams_ai_chunks_once_and_skips_the_rest() -> None:
+    seen: set[str] = set()
+    chunk = [{"type": "AIMessageChunk", "id": "m1", "content": "Hel"}, {}]
+    blocks = [{"type": "AIMessageChunk", "id": "m1", "content": [{"type": "text", "text": "lo"}]}]
+    assert token_text(chunk, seen) == "Hel"
+    assert token_text([*blocks, {}], seen) == "lo"
+    # the whole message after its chunks is not new; a whole AI message never chunked is
+    assert token_text([{"type": "ai", "id": "m1", "content": "Hello"}, {}], seen) == ""
+    assert token_text([{"type": "ai", "id": "m2", "content": "Hi"}, {}], seen) == "Hi"
+    assert token_text([{"type": "human", "id": "h", "content": "me"}, {}], seen) == ""
+    assert token_text([{"type": "tool", "id": "t", "content": "42"}, {}], seen) == ""
+    assert token_text(["not a message"], seen) == ""
+    assert token_text([], seen) == ""
