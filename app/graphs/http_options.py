@@ -9,6 +9,7 @@ app/api/custom_app.py (http.app, disable_*, mount_prefix, middleware_order), app
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ class HttpConfigError(InvalidInput):
     """A bad `http` / `webhooks` / `checkpointer.serde` value; start-up stops."""
 
 
+# cached: every run create asks this of each request header, five globs a header; bounded
+# since the names come from clients
+@functools.lru_cache(maxsize=1024)
 def _is_secret(name: str) -> bool:
     return name in SECRET_HEADERS or any(fnmatch.fnmatchcase(name, p) for p in _SECRET_PATTERNS)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, exists, select
+from sqlalchemy import ColumnElement, case, exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.dialect import insert_for
@@ -31,7 +31,9 @@ def active_runs_on(
     conditions = [
         runs.c.thread_id == thread_id,
         runs.c.tenant_id == tenant_id,
-        runs.c.status.in_(_ACTIVE),
+        # equalities, not IN: an IN list is an expanding parameter, re-rendered into the SQL
+        # on every execution of an otherwise cached statement (the run create's hot path)
+        or_(*(runs.c.status == status for status in _ACTIVE)),
     ]
     if other_than is not None:
         conditions.append(runs.c.run_id != other_than)
