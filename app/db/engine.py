@@ -64,7 +64,35 @@ def _ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
         try:
             dbapi_conn.ping()
         except Exception as exc:
+            if _timed_out(exc):
+                # a stalled database, not a dead connection: reconnecting would only wait out
+                # the connect timeout on top of this one; the request fails now (503) and the
+                # pool drops the connection (its checkout failed)
+                raise TimeoutError("the database did not answer an idle connection's ping") from exc
             raise DisconnectionError("stale pooled connection") from exc
+
+
+def _drop_invalidated_at_once(engine: AsyncEngine) -> None:
+    """A connection the pool invalidates (a failed or timed-out statement, a failed ping) is
+    closed at once. SQLAlchemy's asyncpg adapter would first try a graceful close that waits up
+    to 2 s for a database that may be the one not answering, so a request on a stalled
+    database would wait its statement timeout plus those 2 s."""
+
+    @event.listens_for(engine.sync_engine.pool, "invalidate")
+    def _terminate(dbapi_conn: Any, _record: Any, _exc: Any) -> None:
+        driver = getattr(dbapi_conn, "driver_connection", None)
+        if driver is not None and not driver.is_closed():
+            driver.terminate()  # asyncpg's public hard close: no round trip
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether `exc`, or what caused it, is a timeout (the driver's command timeout)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def bounded_settings(timeout_seconds: float) -> dict[str, str]:
@@ -127,8 +155,10 @@ def create_engine(
     # hide_parameters: SQLAlchemy's error messages (and so any log of them) never carry the
     # statement's bound values, which are the caller's data
     engine = create_async_engine(url, json_serializer=storable_json, hide_parameters=True, **kwargs)
-    if not is_sqlite(url) and not null_pool:
-        _ping_idle_connections(engine, PING_IDLE_SECONDS)
+    if not is_sqlite(url):
+        _drop_invalidated_at_once(engine)
+        if not null_pool:
+            _ping_idle_connections(engine, PING_IDLE_SECONDS)
     if is_sqlite(url):
         busy_ms = int(timeout_seconds * 1000)
 
