@@ -19,6 +19,7 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    or_,
     select,
     type_coerce,
 )
@@ -170,6 +171,13 @@ def json_contains(dialect: Dialect | str, column: ColumnElement[Any], value: Any
     raise ValueError(f"unsupported database dialect {name!r}")
 
 
+def _one_of(expr: ColumnElement[Any], values: list[str] | tuple[str, ...]) -> ColumnElement[bool]:
+    """`expr IN (values)` spelt as equalities: a plain bound list is an "expanding" parameter
+    that SQLAlchemy renders into the SQL again on every execution, even from its cache."""
+    conds = [expr == value for value in values]
+    return conds[0] if len(conds) == 1 else or_(*conds)
+
+
 def _sqlite_json_type(value: Any) -> list[str]:
     if value is None:
         return ["null"]
@@ -188,13 +196,13 @@ def _sqlite_json_type(value: Any) -> list[str]:
 
 def _sqlite_contains(column: ColumnElement[Any], path: str, value: Any) -> Any:
     if isinstance(value, dict):
-        conds_obj: list[Any] = [func.json_type(column, path).in_(["object"])]
+        conds_obj: list[Any] = [_one_of(func.json_type(column, path), ["object"])]
         for key, sub in value.items():
             escaped = str(key).replace("\\", "\\\\").replace('"', '\\"')
             conds_obj.append(_sqlite_contains(column, f'{path}."{escaped}"', sub))
         return and_(*conds_obj)
     if isinstance(value, list):
-        conds: list[Any] = [func.json_type(column, path).in_(["array"])]
+        conds: list[Any] = [_one_of(func.json_type(column, path), ["array"])]
         for element in value:
             each = func.json_each(column, path).table_valued("value", "type")
             if isinstance(element, dict | list):
@@ -202,12 +210,12 @@ def _sqlite_contains(column: ColumnElement[Any], path: str, value: Any) -> Any:
                 match = each.c.value == func.json(json.dumps(element, separators=(",", ":")))
             else:
                 match = and_(
-                    each.c.type.in_(_sqlite_json_type(element)),
+                    _one_of(each.c.type, _sqlite_json_type(element)),
                     each.c.value == _sqlite_scalar(element),
                 )
             conds.append(exists(select(literal(1)).select_from(each).where(match)))
         return and_(*conds)
-    cond = func.json_type(column, path).in_(_sqlite_json_type(value))
+    cond = _one_of(func.json_type(column, path), _sqlite_json_type(value))
     if value is None:
         return cond
     return and_(cond, func.json_extract(column, path) == _sqlite_scalar(value))
@@ -262,7 +270,7 @@ def json_kind_is(
     """The JSON at `path` is of `kind` (one of JSON_KINDS)."""
     if _dialect_name(dialect) == "postgresql":
         return func.jsonb_typeof(_pg_at(column, path)) == kind
-    return func.json_type(column, _sqlite_path(path)).in_(_SQLITE_KINDS[kind])
+    return _one_of(func.json_type(column, _sqlite_path(path)), _SQLITE_KINDS[kind])
 
 
 def json_missing(
@@ -312,7 +320,7 @@ def json_scalar_equals(
         return _pg_at(column, path) == bindparam(name, type_=postgresql.JSONB)
     where = _sqlite_path(path)
     return and_(
-        func.json_type(column, where).in_(_SQLITE_KINDS[kind]),
+        _one_of(func.json_type(column, where), _SQLITE_KINDS[kind]),
         func.json_extract(column, where) == bindparam(name),
     )
 
@@ -338,7 +346,7 @@ def _sqlite_equals(column: ColumnElement[Any], path: JsonPath, value: Any) -> Co
         return func.json_type(column, where) == ("true" if value else "false")
     kind = "number" if isinstance(value, int | float) else "string"
     return and_(
-        func.json_type(column, where).in_(_SQLITE_KINDS[kind]),
+        _one_of(func.json_type(column, where), _SQLITE_KINDS[kind]),
         func.json_extract(column, where) == value,
     )
 

@@ -8,6 +8,7 @@ through the tenant's view of the saver (`saver.for_tenant`).
 from __future__ import annotations
 
 import functools
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,13 @@ class GraphStorage:
         return self.threads.engine
 
 
+# An owner filter is one per user: the most recent ones are kept (built once, so SQLAlchemy's
+# compiled cache finds them without rebuilding the statement per request)
+@functools.lru_cache(maxsize=1024)
+def _filtered_row_sqlite(auth_filter_json: str) -> Any:
+    return q.filtered_thread_row_sqlite(json.loads(auth_filter_json))
+
+
 class ThreadService:
     """The thread use cases on one engine, with the saver their deletes and copies reach."""
 
@@ -106,8 +114,8 @@ class ThreadService:
             stmt = q.THREAD_ROW
         elif self.engine.dialect.name == "postgresql":  # the filter is one JSONB bind
             stmt, params["auth_filter"] = q.FILTERED_THREAD_ROW_PG, auth_filter
-        else:
-            stmt = q.filtered_thread_row_sqlite(auth_filter)
+        else:  # SQLite spells containment per value: one statement per filter, kept
+            stmt = _filtered_row_sqlite(json.dumps(auth_filter, sort_keys=True))
         async with read(self.engine) as conn:
             row = (await conn.execute(stmt, params)).first()
         return q.row_to_thread(row, include_ttl=include_ttl) if row is not None else None
