@@ -26,7 +26,11 @@ from tests.e2e.runs_server import wait_for_ok
 pytestmark = pytest.mark.e2e
 
 HTTP_APP = ROOT / "tests" / "integration" / "http_app"
-TOKEN = bearer(hs_token(claims(tenant="acme", sub="alice", ttl=600)))
+
+
+def _token() -> dict[str, str]:
+    """Made when used: a token made at import would expire before a long suite gets here."""
+    return bearer(hs_token(claims(tenant="acme", sub="alice", ttl=600)))
 
 
 def _project(tmp: Path, http: dict[str, Any]) -> Path:
@@ -104,11 +108,12 @@ async def test_public_custom_routes_headers_and_switches(tmp_path: Path) -> None
         with pytest.raises(AuthenticationError):
             await anonymous.threads.search()  # built-ins keep graphkeep's auth
 
+        token = _token()
         client = get_client(
             url=url,
             api_key=None,
             headers={
-                **TOKEN,
+                **token,
                 "x-team": "blue",
                 "x-mode-fast": "1",
                 "x-mode-secret": "no",
@@ -130,14 +135,14 @@ async def test_public_custom_routes_headers_and_switches(tmp_path: Path) -> None
     lines = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
     access = [x for x in lines if x.get("logger") == "graphkeep.access" and x.get("headers")]
     assert {"x-request-source": "sdk-test"} in [x["headers"] for x in access], access[:3]
-    assert TOKEN["Authorization"].split()[1] not in log.read_text()
+    assert token["Authorization"].split()[1] not in log.read_text()
 
 
 async def test_custom_route_auth(tmp_path: Path) -> None:
     with _serve(tmp_path, {"app": "./custom.py:app", "enable_custom_route_auth": True}) as (url, _):
         with pytest.raises(AuthenticationError):
             await get_client(url=url, api_key=None).http.get("/custom/hello")
-        signed = await get_client(url=url, api_key=None, headers=TOKEN).http.get("/custom/hello")
+        signed = await get_client(url=url, api_key=None, headers=_token()).http.get("/custom/hello")
         assert signed == {"hello": "world", "tenant": "acme"}
 
 

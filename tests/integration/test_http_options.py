@@ -65,7 +65,9 @@ async def _client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
             yield client
 
 
-ALICE = bearer(hs_token(claims(tenant="acme", sub="alice")))
+def _alice() -> dict[str, str]:
+    """Made when used: a token made at import would expire before a long suite gets here."""
+    return bearer(hs_token(claims(tenant="acme", sub="alice")))
 
 
 async def test_custom_routes_are_public_and_win_over_built_ins(db_url: str, tmp_path: Path) -> None:
@@ -79,13 +81,13 @@ async def test_custom_routes_are_public_and_win_over_built_ins(db_url: str, tmp_
         # built-in routes keep graphkeep's auth, and the custom middleware wraps them too
         denied = await client.get("/threads/00000000-0000-0000-0000-000000000000")
         assert denied.status_code == 401 and denied.headers["x-custom-mw"] == "1"
-        ok = await client.post("/threads/search", json={}, headers=ALICE)
+        ok = await client.post("/threads/search", json={}, headers=_alice())
         assert ok.status_code == 200 and ok.headers["x-custom-mw"] == "1"
         # middleware_first (the default): the custom middleware runs before auth
         assert ok.headers["x-saw-principal"] == "no"
         # a custom path with another method is not public: it goes through auth
         assert (await client.post("/custom/hello")).status_code == 401
-        spec = (await client.get("/openapi.json", headers=ALICE)).json()
+        spec = (await client.get("/openapi.json", headers=_alice())).json()
         assert "/custom/hello" in spec["paths"]  # its FastAPI routes are documented
     assert custom.LIFESPAN["stopped"] >= 1
 
@@ -97,10 +99,10 @@ async def test_custom_route_auth_and_auth_first(db_url: str, tmp_path: Path) -> 
         assert anonymous.status_code == 401
         # auth_first: a request auth refused never reaches the custom middleware
         assert "x-custom-mw" not in anonymous.headers
-        signed = await client.get("/custom/hello", headers=ALICE)
+        signed = await client.get("/custom/hello", headers=_alice())
         assert signed.status_code == 200 and signed.json()["tenant"] == "acme"
         assert signed.headers["x-saw-principal"] == "yes"  # auth ran first
-        threads = await client.post("/threads/search", json={}, headers=ALICE)
+        threads = await client.post("/threads/search", json={}, headers=_alice())
         assert threads.status_code == 200 and threads.headers["x-saw-principal"] == "yes"
 
 
