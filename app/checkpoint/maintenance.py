@@ -10,14 +10,15 @@ stores the channel. These helpers work from the threads' structure only (ids, pa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.checkpoint import queries
-from app.checkpoint.codec import INLINE
-from app.checkpoint.errors import DeltaHistoryConflict, ThreadHasCheckpoints
+from app.checkpoint.codec import INLINE, check_text
+from app.checkpoint.errors import DeltaHistoryConflict, InvalidCheckpointInput, ThreadHasCheckpoints
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 
 _CHUNK = 500  # ids per IN list
@@ -185,3 +186,72 @@ async def keep_latest(conn: AsyncConnection, tenant_id: str, thread_id: str) -> 
         orphans = [cid for cid in kept if space.parent[cid] in doomed]
         if orphans:
             await conn.execute(queries.detach_parents(tenant_id, thread_id, namespace, orphans))
+
+
+class ThreadMaintenance:
+    """The saver's deletes, copies and prunes (a base of `SQLSaver`): each runs in one
+    transaction of `_writer()` (or the caller's), scoped to the saver's tenant."""
+
+    tenant_id: str
+
+    def _writer(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        raise NotImplementedError
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, blob and write of a thread (all namespaces)."""
+        async with self._writer() as conn:
+            await self.adelete_threads_in(conn, [thread_id])
+
+    async def adelete_threads_in(self, conn: AsyncConnection, thread_ids: Sequence[str]) -> None:
+        """Delete every checkpoint, blob and write of these threads inside the caller's
+        transaction `conn` (a thread row and its checkpoints go in one commit)."""
+        if isinstance(thread_ids, str):
+            raise InvalidCheckpointInput("thread_ids must be a sequence of thread ids")
+        ids = [check_text(t, "thread_id") for t in thread_ids]
+        if not ids:
+            return
+        for table in (checkpoints, checkpoint_blobs, checkpoint_writes):
+            await conn.execute(queries.delete_threads(table, self.tenant_id, ids))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes, and blobs nobody else uses) of runs.
+
+        Refuses (`DeltaHistoryConflict`, nothing deleted) when a surviving checkpoint's
+        DeltaChannel history runs through a checkpoint of these runs: deleting it would
+        silently empty that channel. Deleting a thread's newest runs (rollback) is always
+        allowed, since nothing survives on top of them.
+        """
+        if isinstance(run_ids, str):
+            raise InvalidCheckpointInput("run_ids must be a sequence of run ids")
+        ids = [check_text(r, "run id") for r in run_ids]
+        if not ids:
+            return
+        async with self._writer() as conn:
+            await delete_for_runs(conn, self.tenant_id, ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history (every namespace, blob and write) to a new thread."""
+        source = check_text(source_thread_id, "thread_id")
+        target = check_text(target_thread_id, "thread_id")
+        async with self._writer() as conn:
+            await copy_thread(conn, self.tenant_id, source, target)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`delete` removes the threads' checkpoints; `keep_latest` keeps each namespace's
+        latest checkpoint plus every ancestor its DeltaChannels need (back to the nearest
+        stored value), so pruned threads reconstruct exactly."""
+        if isinstance(thread_ids, str):
+            raise InvalidCheckpointInput("thread_ids must be a sequence of thread ids")
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidCheckpointInput(f"unknown prune strategy {strategy!r}")
+        ids = [check_text(t, "thread_id") for t in thread_ids]
+        if not ids:
+            return
+        if strategy == "delete":
+            async with self._writer() as conn:
+                for table in (checkpoints, checkpoint_blobs, checkpoint_writes):
+                    await conn.execute(queries.delete_threads(table, self.tenant_id, ids))
+            return
+        for thread_id in ids:
+            async with self._writer() as conn:
+                await keep_latest(conn, self.tenant_id, thread_id)

@@ -22,7 +22,7 @@ from app.checkpoint import (
     SQLSaver,
     ThreadHasCheckpoints,
     make_serde,
-    queries,
+    tuple_queries,
 )
 from app.checkpoint.serde import parse_key
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
@@ -108,7 +108,7 @@ async def test_get_by_id_touches_only_referenced_blobs(engine: AsyncEngine) -> N
         async with engine.connect() as conn:
             await conn.execute(text("ANALYZE checkpoint_blobs"))
             await conn.commit()
-    stmt = queries.select_tuple(engine.dialect, by_id=True)
+    stmt = tuple_queries.select_tuple(engine.dialect, by_id=True)
     params = {**first.config["configurable"], "tenant_id": saver.tenant_id}
     compiled = str(
         stmt.params(**params).compile(
