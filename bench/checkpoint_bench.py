@@ -266,15 +266,22 @@ class Probe:
 
 async def put_rounds(ours: Any, theirs: Any, rounds: int, per_round: int) -> None:
     """Put steadiness: `rounds` rounds of `per_round` sequential puts on one thread, the two
-    savers alternating round by round; per round puts/s, p95 and the garbage collections
-    (generation 2) that fell in it, then the spread (min-max puts/s) of each side."""
+    savers alternating round by round; per round puts/s, p95, max, the garbage collections
+    (generation 2) that fell in it and, for SQLSaver, its pool checkouts (1 per round: the
+    parked connection served every put), then the spread (min-max puts/s) of each side."""
     gen2 = [0]
+    checkouts = [0]
 
     def count(phase: str, info: dict[str, int]) -> None:
         if phase == "start" and info["generation"] == 2:
             gen2[0] += 1
 
+    def checked_out(*_: Any) -> None:
+        checkouts[0] += 1
+
     gc.callbacks.append(count)
+    pool = ours.engine.sync_engine.pool
+    event.listen(pool, "checkout", checked_out)
     run = uuid.uuid4().hex[:8]
     probes = (Probe(ours, f"steady-{run}"), Probe(theirs, f"steady-{run}"))
     per_side: tuple[list[float], list[float]] = ([], [])
@@ -284,7 +291,7 @@ async def put_rounds(ours: Any, theirs: Any, rounds: int, per_round: int) -> Non
         for number in range(rounds):
             line = []
             for side, probe in enumerate(probes):
-                gen2[0] = 0
+                gen2[0] = checkouts[0] = 0
                 samples = []
                 started = time.perf_counter()
                 for _ in range(per_round):
@@ -295,10 +302,13 @@ async def put_rounds(ours: Any, theirs: Any, rounds: int, per_round: int) -> Non
                 p95 = statistics.quantiles(samples, n=20)[-1] * 1000
                 per_side[side].append(rate)
                 p95s[side].append(p95)
-                line.append(f"{rate:7.0f}/s p95 {p95:5.2f}ms gc2 {gen2[0]}")
+                cell = f"{rate:7.0f}/s p95 {p95:5.2f}ms max {max(samples) * 1000:6.1f}ms"
+                cell += f" gc2 {gen2[0]}" + (f" checkouts {checkouts[0]}" if side == 0 else "")
+                line.append(cell)
             print(f"    round {number + 1:2}: " + " | ".join(line), flush=True)
     finally:
         gc.callbacks.remove(count)
+        event.remove(pool, "checkout", checked_out)
     for side, name in enumerate(("ours", "official")):
         rates = per_side[side]
         mid = statistics.median(rates)
