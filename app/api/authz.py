@@ -272,7 +272,7 @@ class Authorizer:
             run = await runs.get(tenant_id=principal.tenant_id, thread_id=None, run_id=run_id)
         except AppError:
             return  # no such run: the route's 404
-        thread_id = run.get("thread_id")
+        thread_id = run.thread_id
         if not thread_id:
             raise _not_found("run", run_id)
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import orjson
 from fastapi import Header, Query, Request, Response
@@ -26,6 +26,7 @@ from app.auth.principal import Principal
 from app.db.storable import MAX_LIMIT, MAX_OFFSET
 from app.errors import ValidationFailed
 from app.runs.events import StreamInterrupted
+from app.runs.models import Run
 from app.runs.schemas import RUN_SELECT_FIELDS, RunCreate, RunsCancel
 from app.runs.service import RunService
 from app.state import AppState
@@ -74,7 +75,7 @@ def _keep(event: str, modes: set[str]) -> bool:
 def _sse(
     state: AppState,
     principal: Principal,
-    run: dict[str, Any],
+    run: Run,
     *,
     after_seq: int | None,
     modes: set[str] | None = None,
@@ -83,8 +84,8 @@ def _sse(
     fresh: bool = False,
 ) -> StreamingResponse:
     service = _service(state)
-    resumable = bool(run["kwargs"].get("resumable"))
-    run_id = run["run_id"]
+    resumable = bool(run.kwargs.get("resumable"))
+    run_id = run.run_id
 
     async def events() -> AsyncGenerator[bytes, None]:
         metrics.stream_subscribed()
@@ -106,7 +107,7 @@ def _sse(
 async def _cancelled_on_disconnect(
     state: AppState,
     principal: Principal,
-    run: dict[str, Any],
+    run: Run,
     chunks: AsyncGenerator[bytes, None],
     cancel_on_disconnect: bool,
 ) -> AsyncIterator[bytes]:
@@ -125,7 +126,7 @@ async def _cancelled_on_disconnect(
     finally:
         if not finished and cancel_on_disconnect:
             state.spawn(
-                _cancel_quietly(_service(state), principal, run["thread_id"], run["run_id"]),
+                _cancel_quietly(_service(state), principal, run.thread_id, run.run_id),
                 name="gk-cancel-on-disconnect",
             )
 
@@ -146,7 +147,7 @@ async def _cancel_quietly(
 def _wait(
     state: AppState,
     principal: Principal,
-    run: dict[str, Any],
+    run: Run,
     *,
     from_start: bool,
     cancel_on_disconnect: bool,
@@ -159,8 +160,8 @@ def _wait(
     async def output() -> AsyncGenerator[bytes, None]:
         async for out in service.wait_output(
             tenant_id=principal.tenant_id,
-            thread_id=run["thread_id"],
-            run_id=run["run_id"],
+            thread_id=run.thread_id,
+            run_id=run.run_id,
             from_start=from_start,
         ):
             if out is None:
@@ -179,11 +180,10 @@ async def _create(
     request: Request,
     thread_id: str | None,
     payload: RunCreate,
-) -> dict[str, Any]:
-    run = await _service(state).create(
+) -> Run:
+    return await _service(state).create(
         principal=principal, thread_id=thread_id, payload=payload, headers=dict(request.headers)
     )
-    return run.to_json()
 
 
 # ---------------------------------------------------------------------- thread runs
@@ -198,7 +198,7 @@ async def create_thread_run(
     state, principal = await caller(request)
     run = await _create(state, principal, request, thread_id, payload)
     return JSONResponse(
-        run, headers={"Content-Location": _run_path(run["thread_id"], run["run_id"])}
+        run.to_json(), headers={"Content-Location": _run_path(run.thread_id, run.run_id)}
     )
 
 
@@ -211,7 +211,7 @@ async def _stream_new_run(
 ) -> StreamingResponse:
     """Create a run and stream it from its first event (stateful or stateless)."""
     run = await _create(state, principal, request, thread_id, payload)
-    path = _run_path(run["thread_id"] if thread_id is not None else None, run["run_id"])
+    path = _run_path(run.thread_id if thread_id is not None else None, run.run_id)
     return _sse(
         state,
         principal,
@@ -243,7 +243,7 @@ async def _wait_new_run(
     """Create a run and answer with its final output (stateful or stateless); both point
     Location at the run's join URL on its (possibly temporary) thread."""
     run = await _create(state, principal, request, thread_id, payload)
-    path = _run_path(run["thread_id"], run["run_id"])
+    path = _run_path(run.thread_id, run.run_id)
     return _wait(
         state,
         principal,
@@ -281,13 +281,14 @@ async def list_thread_runs(
             f"select: unknown field(s) {', '.join(unknown)}; allowed: "
             f"{', '.join(sorted(RUN_SELECT_FIELDS))}"
         )
-    items = await _service(state).list_runs(
+    runs = await _service(state).list_runs(
         tenant_id=principal.tenant_id,
         thread_id=thread_id,
         limit=limit,
         offset=offset,
         status=status or None,
     )
+    items = [run.to_json() for run in runs]
     if fields:
         items = [{k: v for k, v in item.items() if k in fields} for item in items]
     return JSONResponse(items)
@@ -300,7 +301,7 @@ async def get_thread_run(
     run = await _service(state).get(
         tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
     )
-    return JSONResponse(run)
+    return JSONResponse(run.to_json())
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)
@@ -322,7 +323,7 @@ async def join_thread_run(
     run = await _service(state).get(
         tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
     )
-    path = _run_path(run["thread_id"], run["run_id"])
+    path = _run_path(run.thread_id, run.run_id)
     return _wait(
         state,
         principal,
@@ -348,7 +349,7 @@ async def join_thread_run_stream(
     run = await _service(state).get(
         tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
     )
-    path = _run_path(run["thread_id"], run["run_id"])
+    path = _run_path(run.thread_id, run.run_id)
     return _sse(
         state,
         principal,
@@ -373,13 +374,13 @@ async def cancel_thread_run(
     run = await service.get(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
     await service.cancel(
         tenant_id=principal.tenant_id,
-        thread_id=run["thread_id"],
-        run_id=run["run_id"],
+        thread_id=run.thread_id,
+        run_id=run.run_id,
         action=action,
     )
     if not wait:
         return Response(status_code=202)
-    path = _run_path(run["thread_id"], run["run_id"])
+    path = _run_path(run.thread_id, run.run_id)
     return _wait(
         state,
         principal,
@@ -400,7 +401,7 @@ async def create_stateless_run(
 ) -> JSONResponse:
     state, principal = await caller(request)
     run = await _create(state, principal, request, None, payload)
-    return JSONResponse(run, headers={"Content-Location": _run_path(None, run["run_id"])})
+    return JSONResponse(run.to_json(), headers={"Content-Location": _run_path(None, run.run_id)})
 
 
 @router.post("/runs/stream")
@@ -440,7 +441,7 @@ async def create_run_batch(
     payloads: list[RunCreate], request: Request, state: AppStateDep, principal: PrincipalDep
 ) -> JSONResponse:
     runs = [await _create(state, principal, request, None, p) for p in payloads]
-    return JSONResponse(runs)
+    return JSONResponse([run.to_json() for run in runs])
 
 
 @router.post("/runs/cancel", status_code=204)

@@ -66,7 +66,6 @@ async def thread_page(
         limit=RUNS_SHOWN,
         offset=0,
         status=None,
-        timing=True,
     )
     return page(
         request,
@@ -74,7 +73,7 @@ async def thread_page(
         principal,
         thread=thread,
         current=current,
-        runs=runs,
+        runs=[run.to_json(timing=True) for run in runs],
         highlight=new,
         head_id=(current.get("checkpoint") or {}).get("checkpoint_id"),
     )
@@ -251,9 +250,9 @@ async def runs_partial(request: Request, principal: PrincipalDep, thread_id: str
         limit=RUNS_SHOWN,
         offset=0,
         status=None,
-        timing=True,
     )
-    return page(request, "partials/runs.html", principal, runs=runs, thread_id=thread_id)
+    shown = [run.to_json(timing=True) for run in runs]
+    return page(request, "partials/runs.html", principal, runs=shown, thread_id=thread_id)
 
 
 @router.get(f"{THREAD}/runs/{{run_id}}/events")
@@ -261,6 +260,7 @@ async def run_events(
     request: Request, principal: PrincipalDep, thread_id: str, run_id: str
 ) -> HTMLResponse:
     state = app_state(request)
-    run = await state.runs.get(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
+    found = await state.runs.get(tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id)
+    run = found.to_json()
     events = await state.runs.hub.stored(run["run_id"], tenant_id=principal.tenant_id)
     return page(request, "partials/events.html", principal, run=run, events=events[:EVENTS_SHOWN])

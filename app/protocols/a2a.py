@@ -133,9 +133,10 @@ def _target(context: ServerCallContext) -> tuple[Caller, str]:
 async def _run_of(caller: Caller, assistant_id: str, task_id: str) -> JSONObject:
     """The run behind a task id of this assistant, or TaskNotFoundError."""
     try:
-        run = await caller.runs.get(tenant_id=caller.tenant_id, thread_id=None, run_id=task_id)
+        found = await caller.runs.get(tenant_id=caller.tenant_id, thread_id=None, run_id=task_id)
     except (NotFound, ValidationFailed):
         raise TaskNotFoundError(message=f"Task {task_id} not found") from None
+    run = found.to_json()
     if run["assistant_id"] != assistant_id:
         raise TaskNotFoundError(message=f"Task {task_id} not found")
     return run
@@ -157,7 +158,7 @@ async def _task_run(caller: Caller, assistant_id: str, task_id: str) -> JSONObje
         )
     except NotFound:
         return run
-    for candidate in newer:  # newest first
+    for candidate in (r.to_json() for r in newer):  # newest first
         if task_id_of(candidate) == run["run_id"]:
             return candidate
     return run
@@ -172,7 +173,7 @@ async def _ended(
     if shared.ERROR_KEY in output or output.get(shared.INTERRUPT_KEY):
         return ended_task({**run, "status": None}, output, history)
     latest = await caller.runs.get(tenant_id=caller.tenant_id, thread_id=None, run_id=run["run_id"])
-    return ended_task(latest, output, history)
+    return ended_task(latest.to_json(), output, history)
 
 
 class GraphkeepRequestHandler(RequestHandler):

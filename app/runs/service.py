@@ -328,8 +328,8 @@ class RunService:
 
     # ------------------------------------------------------------------ read
 
-    async def get(self, *, tenant_id: str, thread_id: str | None, run_id: str) -> JSONObject:
-        """The run (the contract's Run object), or 404."""
+    async def get(self, *, tenant_id: str, thread_id: str | None, run_id: str) -> Run:
+        """The run (`Run.to_json` is the contract's Run object), or 404."""
         run_id = parse_uuid(run_id, what="run_id")
         if thread_id is not None:
             thread_id = parse_uuid(thread_id, what="thread_id")
@@ -337,7 +337,7 @@ class RunService:
             row = (await conn.execute(queries.run_row(tenant_id, run_id, thread_id))).first()
         if row is None:
             raise NotFound(f"Run '{run_id}' not found")
-        return Run.from_row(row).to_json()
+        return Run.from_row(row)
 
     async def list_runs(
         self,
@@ -347,10 +347,9 @@ class RunService:
         limit: int,
         offset: int,
         status: str | None,
-        timing: bool = False,
-    ) -> list[JSONObject]:
-        """A thread's runs, newest first; 404 if the thread is missing. `timing` adds the
-        attempt count, start and end times and the error (the console shows them)."""
+    ) -> list[Run]:
+        """A thread's runs, newest first; 404 if the thread is missing (`Run.to_json(timing=
+        True)` adds the attempt count, start and end times and the error the console shows)."""
         thread_id = parse_uuid(thread_id, what="thread_id")
         async with read(self.engine) as conn:
             if (await conn.execute(queries.thread_exists(tenant_id, thread_id))).first() is None:
@@ -362,7 +361,7 @@ class RunService:
                     )
                 )
             ).all()
-        return [Run.from_row(r).to_json(timing=timing) for r in rows]
+        return [Run.from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ cancel / delete
 

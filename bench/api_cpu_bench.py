@@ -1,0 +1,233 @@
+"""CPU per API request, in process: this tree against another graphkeep tree, same run.
+
+Each tree serves from its own child process (httpx ASGI transport, no sockets, PostgreSQL,
+workers=0) on its own fresh database. The parent alternates rounds between the children, so
+machine load hits both alike; per operation it reports the median of the per-round medians of
+CPU time (`time.process_time`, the server's own work: the database server's CPU is another
+process) and wall time per request, and the ratio of this tree to the baseline.
+
+- thread_get      GET  /threads/{id}
+- thread_create   POST /threads {}
+- run_create      POST /threads/{id}/runs on a fresh thread (the run stays pending)
+- run_get         GET  /threads/{id}/runs/{run_id}
+
+    python bench/api_cpu_bench.py --baseline-tree /path/to/old/checkout
+    python bench/api_cpu_bench.py --baseline-tree /old --rounds 5 --requests 200
+    python bench/api_cpu_bench.py --profile thread_get   # cProfile of this tree (or of
+        # --baseline-tree when given), top 45 by --sort
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OPS = ("thread_get", "thread_create", "run_create", "run_get")
+PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/{db}"
+
+
+# --------------------------------------------------------------------------- child
+
+
+async def _child(db: str) -> None:
+    import httpx
+
+    from app.config import Settings
+    from app.db import migrate
+    from app.db.engine import create_engine
+    from app.main import create_app
+
+    url = PG_URL.format(db=db)
+    engine = create_engine(url, pool_size=1, max_overflow=0)
+    await migrate.upgrade(engine)
+    await engine.dispose()
+    settings = Settings(database_url=url, workers=0, db_pool_size=2, db_max_overflow=0)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            await _serve(client)
+
+
+async def _serve(client: Any) -> None:
+    thread_id = (await client.post("/threads", json={})).json()["thread_id"]
+    run = (
+        await client.post(
+            f"/threads/{thread_id}/runs", json={"assistant_id": "agent", "input": {"messages": []}}
+        )
+    ).json()
+    run_path = f"/threads/{thread_id}/runs/{run['run_id']}"
+
+    async def fresh_thread() -> str:
+        r = await client.post("/threads", json={})
+        return str(r.json()["thread_id"])
+
+    async def one(op: str) -> tuple[float, float]:
+        if op == "thread_get":
+            call = client.get(f"/threads/{thread_id}")
+        elif op == "thread_create":
+            call = client.post("/threads", json={})
+        elif op == "run_create":
+            tid = await fresh_thread()
+            body = {"assistant_id": "agent", "input": {"messages": []}}
+            call = client.post(f"/threads/{tid}/runs", json=body)
+        else:
+            call = client.get(run_path)
+        cpu, wall = time.process_time(), time.perf_counter()
+        r = await call
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        assert r.status_code == 200, (op, r.status_code, r.text)
+        return cpu, wall
+
+    for op in OPS:  # warm up: compiled caches, prepared statements
+        for _ in range(30):
+            await one(op)
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        cmd = json.loads(line)
+        if cmd.get("profile"):
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(cmd["n"]):
+                await one(cmd["profile"])
+            prof.disable()
+            pstats.Stats(prof).sort_stats(cmd.get("sort", "cumulative")).print_stats(45)
+            sys.stdout.flush()
+            print(json.dumps({"done": True}), flush=True)
+            continue
+        out: dict[str, Any] = {}
+        for op in OPS:
+            samples = [await one(op) for _ in range(cmd["n"])]
+            out[op] = {
+                "cpu": statistics.median(s[0] for s in samples),
+                "wall": statistics.median(s[1] for s in samples),
+            }
+        print(json.dumps(out), flush=True)
+
+
+# --------------------------------------------------------------------------- parent
+
+
+class Child:
+    def __init__(self, tree: Path, db: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__)), "--child", db],
+            cwd=tree,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("child exited")
+            if line.startswith("{"):
+                return dict(json.loads(line))
+            print(line, end="")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+async def _db(action: str, name: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
+    try:
+        if action == "create":
+            await conn.execute(f'CREATE DATABASE "{name}"')
+        else:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await conn.close()
+
+
+def main(args: argparse.Namespace) -> None:
+    trees = {"candidate": ROOT}
+    if args.profile and args.baseline_tree:  # profile the baseline tree instead
+        trees = {"candidate": Path(args.baseline_tree).resolve()}
+    elif args.baseline_tree:
+        trees = {"baseline": Path(args.baseline_tree).resolve(), "candidate": ROOT}
+    dbs = {name: f"gk_cpubench_{name}_{uuid.uuid4().hex[:8]}" for name in trees}
+    for db in dbs.values():
+        asyncio.run(_db("create", db))
+    children: dict[str, Child] = {}
+    try:
+        # the child code is this file, run against each tree's `app` package
+        for name, tree in trees.items():
+            children[name] = Child(tree, dbs[name])
+        if args.profile:
+            children["candidate"].ask(
+                {"profile": args.profile, "n": args.requests, "sort": args.sort}
+            )
+            return
+        results: dict[str, dict[str, list[dict[str, float]]]] = {
+            name: {op: [] for op in OPS} for name in trees
+        }
+        for i in range(args.rounds):
+            order = list(trees) if i % 2 == 0 else list(reversed(trees))
+            for name in order:
+                got = children[name].ask({"n": args.requests})
+                for op in OPS:
+                    results[name][op].append(got[op])
+        print(
+            f"{args.rounds} alternating rounds x {args.requests} requests per op, load "
+            f"{os.getloadavg()[0]:.2f}"
+        )
+        for op in OPS:
+            line = f"{op:14s}"
+            med: dict[str, float] = {}
+            for name in trees:
+                cpu = statistics.median(r["cpu"] for r in results[name][op]) * 1e3
+                wall = statistics.median(r["wall"] for r in results[name][op]) * 1e3
+                med[name] = cpu
+                line += f"  {name} cpu {cpu:6.3f} ms wall {wall:6.3f} ms"
+            if "baseline" in med:
+                line += f"  cpu ratio {med['candidate'] / med['baseline']:.2f}x"
+            print(line)
+    finally:
+        for child in children.values():
+            child.close()
+        for db in dbs.values():
+            asyncio.run(_db("drop", db))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--baseline-tree", default=None)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--profile", choices=OPS, default=None)
+    parser.add_argument("--sort", default="cumulative")
+    args = parser.parse_args()
+    if args.child:
+        sys.path.insert(0, os.getcwd())
+        asyncio.run(_child(args.child))
+    else:
+        main(args)
