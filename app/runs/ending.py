@@ -111,17 +111,21 @@ class AttemptEnding:
 
 
 _DEADLOCK = "40P01"  # PostgreSQL deadlock_detected
+_UNIQUE = "23505"  # PostgreSQL unique_violation
+_RETRIED = (_DEADLOCK, _UNIQUE)
 
 
 async def retry_deadlock(settle: Any) -> Any:
     """The one-statement settle locks the run row, then the thread row; an interrupting run
     creation locks them the other way round. PostgreSQL breaks such a deadlock by failing one
-    side; the settle then simply runs again (twice at most)."""
+    side; the settle then simply runs again (twice at most). The same for a writer of the
+    thread's log that took the seq the settle's root terminal read (app/runs/finish_queries.py):
+    the statement is atomic, so running it again is safe."""
     for tries in range(3):
         try:
             return await settle()
         except DBAPIError as exc:
             code = getattr(exc.orig, "sqlstate", None) or getattr(exc.orig, "pgcode", None)
-            if code != _DEADLOCK or tries == 2:
+            if code not in _RETRIED or tries == 2:
                 raise
     raise AssertionError("unreachable")

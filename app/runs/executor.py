@@ -126,6 +126,7 @@ class RunExecutor(AttemptEnding):
         )
         ended = False
         thread_gone = False  # the settle deleted the temporary thread already (see _settle)
+        logged = False  # the settle stored the thread stream's root terminal too
         started = time.monotonic()
         try:
             outcome = await self._outcome(run, signals, publisher)
@@ -142,12 +143,14 @@ class RunExecutor(AttemptEnding):
             if outcome.give_up:
                 ended = await self._give_up(run, publisher, outcome.error or {}, "attempts")
             else:
-                thread_gone = await self._settle(run, outcome, publisher, worker_id=worker_id)
+                thread_gone, logged = await self._settle(
+                    run, outcome, publisher, worker_id=worker_id
+                )
                 ended = True
             if ended:
                 self._observe(run, outcome, time.monotonic() - started)
                 status = RunStatus.ERROR if outcome.give_up else outcome.status
-                await self.thread_stream.ended(run, status, outcome.error)
+                await self.thread_stream.ended(run, status, outcome.error, logged=logged)
         except AttemptSuperseded as exc:
             signals.supersede(exc.what, None)
         except asyncio.CancelledError:
@@ -346,9 +349,10 @@ class RunExecutor(AttemptEnding):
 
     async def _settle(
         self, run: ClaimedRun, outcome: _Outcome, publisher: RunPublisher, *, worker_id: str
-    ) -> bool:
-        """Write the run's end. True when the temporary thread went with the run (the
-        after-run bookkeeping has nothing left to delete)."""
+    ) -> tuple[bool, bool]:
+        """Write the run's end. Whether the temporary thread went with the run (the after-run
+        bookkeeping has nothing left to delete), and whether the end stored the thread
+        stream's root terminal (PostgreSQL: in the settle statement, app/runs/finish.py)."""
         token = FencingToken(run.run_id, run.attempt)
         rollback = outcome.status == ROLLBACK
         if rollback:
@@ -389,10 +393,13 @@ class RunExecutor(AttemptEnding):
                 channel=NOTIFY_CHANNEL,
                 e_payload=notify.events(run.run_id, run.thread_id, origin=origin),
                 q_payload=notify.queued(origin),
+                terminal=None
+                if delete_thread
+                else self.thread_stream.settle_terminal(run, outcome.status, outcome.error),
             )
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
-                return True
+                return True, False
             settled = await retry_deadlock(
                 lambda: finish.settle(
                     self.engine,
@@ -407,7 +414,7 @@ class RunExecutor(AttemptEnding):
             )
             if settled == ThreadStatus.BUSY:
                 self.hub.queue_wakeup.set()
-            return False
+            return False, True
         async with transaction(self.engine) as conn:
             # fenced: only while this attempt owns the run (SQLite: under the write lock)
             if rollback:
@@ -442,7 +449,7 @@ class RunExecutor(AttemptEnding):
                 await self.hub.notify(conn, "q")
         if settled == ThreadStatus.BUSY:
             self.hub.queue_wakeup.set()
-        return False
+        return False, False
 
     async def _after(self, run: ClaimedRun, *, thread_gone: bool = False) -> None:
         """Webhook and temporary-thread clean-up, once the run is final."""

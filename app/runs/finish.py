@@ -1,10 +1,11 @@
 """A run's end on PostgreSQL in ONE autocommitted statement (built in app/runs/queries.py).
 
 Ending a run writes its final status, the events not stored yet plus the `__end__` marker, the
-expiry of the events stored earlier, the thread's status / values / interrupts and the NOTIFYs
-that announce it. As separate statements that is a transaction of BEGIN, six statements and
-COMMIT, each a round trip. (The thread's history length, for its metric, is counted after the
-answer instead: that count grows with the thread.)
+expiry of the events stored earlier, the thread's status / values / interrupts, the thread
+stream's root terminal lifecycle row and the NOTIFYs that announce it. As separate statements
+that is a transaction of BEGIN, seven statements and COMMIT, each a round trip. (The thread's
+history length, for its metric, is counted after the answer instead: that count grows with
+the thread.)
 Here data-modifying CTEs do all of it in one statement, atomically (one commit: nothing of it
 is visible before the rest), in one round trip.
 
@@ -53,6 +54,9 @@ class Finish:
     channel: str
     e_payload: str
     q_payload: str
+    # the thread stream's root terminal, stored with the end (`settle` only): its encoded
+    # data if the thread ends other than `interrupted`, and if it ends `interrupted`
+    terminal: tuple[str, str] | None = None
 
 
 async def settle(
@@ -78,6 +82,9 @@ async def settle(
         "e_error": error,
         "e_now": now,
         "q_payload": finish.q_payload,
+        "l_log": finish.terminal is not None,
+        "l_data": finish.terminal[0] if finish.terminal else "",
+        "l_data_interrupted": finish.terminal[1] if finish.terminal else "",
     }
     async with transaction(engine, one_statement=True) as conn:
         row = (await conn.execute(finish_queries.settle_in_one(), params)).one()

@@ -14,8 +14,10 @@ from sqlalchemy import (
     ColumnElement,
     DateTime,
     Select,
+    String,
     Text,
     bindparam,
+    case,
     cast,
     delete,
     exists,
@@ -33,9 +35,10 @@ from app.db.tables import (
     checkpoints,
     run_events,
     runs,
+    thread_events,
     threads,
 )
-from app.runs.fencing import FENCE_RUN_ID, owns_run_bound
+from app.runs.fencing import FENCE_ATTEMPT, FENCE_RUN_ID, owns_run_bound
 from app.statuses import ThreadStatus
 from app.threads.run_status import thread_status_after
 
@@ -178,7 +181,43 @@ def settle_in_one() -> Select[Any]:
         select(t.c.status).scalar_subquery().label("thread_status"),
         _announce(r, "e_payload").label("e"),
         _announce(busy, "q_payload").label("q"),
-    ).add_cte(*_events_ctes(b, r))
+    ).add_cte(*_events_ctes(b, r), _terminal_cte(b, r, t, now))
+
+
+def _terminal_cte(b: dict[str, Any], r: Any, t: Any, now: Any) -> Any:
+    """The thread stream's root terminal lifecycle row (when `l_log`), in the settle itself
+    instead of a transaction of its own after it: written only with `r` (the attempt that
+    settled the run, the fence the separate append checked), atomically with the run's end.
+    Its data is `l_data`, or `l_data_interrupted` when the thread ends up `interrupted` (the
+    status this statement writes). Its seq is the thread's `max(seq) + 1` read in this
+    statement, as every append's (a racing writer collides on the key; the settle retries)."""
+    te = thread_events
+    seq = (
+        select(func.coalesce(func.max(te.c.seq), 0) + literal(1, BigInteger))
+        .where(te.c.thread_id == b["thread_id"])
+        .scalar_subquery()
+    )
+    interrupted = exists(
+        select(literal(1)).select_from(t).where(t.c.status == ThreadStatus.INTERRUPTED.value)
+    )
+    data = case(
+        (interrupted, bindparam("l_data_interrupted", type_=Text)),
+        else_=bindparam("l_data", type_=Text),
+    )
+    source = select(
+        b["thread_id"],
+        seq,
+        b["tenant_id"],
+        cast(seq, String),
+        b["run_id"],
+        bindparam(FENCE_ATTEMPT, type_=runs.c.attempt.type),
+        literal("lifecycle", String),
+        literal("[]", String),
+        data,
+        now,
+    ).where(bindparam("l_log", type_=Boolean), exists(select(literal(1)).select_from(r)))
+    columns = ["thread_id", "seq", "tenant_id", "event_id", "run_id", "attempt", "method"]
+    return te.insert().from_select(columns + ["namespace", "data", "created_at"], source).cte("l")
 
 
 @functools.cache

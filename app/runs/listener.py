@@ -1,12 +1,14 @@
 """The LISTEN side of the NOTIFY signals (PostgreSQL): one session-long connection per process.
 
-LISTEN needs a connection that stays in its session for the life of the process, so it is
-the one connection that does not come from the engine's pool (the documented exception in
-app/db/access.py): a plain asyncpg connection to the engine's database, using asyncpg's
-public `add_listener` / `add_termination_listener`. It reconnects forever: the database may be
-down, restarting or frozen (the listener pings, since a frozen server closes nothing). After
-each (re)connect `on_connected` runs: anything announced while nobody listened is missed, so
-the caller wakes everyone once.
+LISTEN needs a connection that stays in its session for the life of the process: the listener
+checks one out of the engine's pool (one pool per engine) and keeps it checked out while it
+listens, using asyncpg's public `add_listener` / `add_termination_listener` on the driver
+connection SQLAlchemy hands out (`get_raw_connection().driver_connection`). It reconnects
+forever: the database may be down, restarting or frozen (the listener pings, since a frozen
+server closes nothing); a lost connection is invalidated, so the pool never hands it out
+again, and a stopped listener unlistens before its connection goes back. After each
+(re)connect `on_connected` runs: anything announced while nobody listened is missed, so the
+caller wakes everyone once.
 """
 
 from __future__ import annotations
@@ -20,8 +22,7 @@ from typing import Any
 import asyncpg
 from sqlalchemy import literal, select
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.runs.notify import NOTIFY_CHANNEL, Notice, decode
 
@@ -71,15 +72,19 @@ class Listener:
             self.on_notice(notice)
 
     async def _forever(self) -> None:
-        dsn = make_url(self.engine.url).set(drivername="postgresql")
-        dsn_text = dsn.render_as_string(hide_password=False)
         while True:
-            conn: asyncpg.Connection | None = None
+            pooled: AsyncConnection | None = None
+            listening: asyncpg.Connection | None = None
+            lost = asyncio.Event()
             try:
-                conn = await asyncpg.connect(dsn_text, timeout=10)
-                lost = asyncio.Event()
+                pooled = await asyncio.wait_for(self.engine.connect().start(), timeout=10)
+                raw = await pooled.get_raw_connection()
+                conn = raw.driver_connection
+                if not isinstance(conn, asyncpg.Connection):
+                    raise TypeError("the notify listener needs an asyncpg connection")
                 conn.add_termination_listener(_setter(lost))
                 await conn.add_listener(NOTIFY_CHANNEL, self._deliver)
+                listening = conn
                 self.listening.set()
                 self.on_connected()
                 await self._until_lost(conn, lost)
@@ -89,11 +94,29 @@ class Listener:
             except Exception as exc:  # the database may be down: retry, never die
                 log.warning("notify listener failed: %s", type(exc).__name__)
             finally:
-                if conn is not None and not conn.is_closed():
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(conn.close(timeout=2))
+                if pooled is not None:
+                    await asyncio.shield(self._give_back(pooled, listening, lost))
             self.listening.clear()
             await asyncio.sleep(1.0)
+
+    async def _give_back(
+        self, pooled: AsyncConnection, listening: asyncpg.Connection | None, lost: asyncio.Event
+    ) -> None:
+        """Return the connection to the pool unlistened (stopped while healthy), or invalidate
+        it (lost, stalled, or it failed to unlisten): a pooled connection must not keep
+        delivering notices to a listener that is gone."""
+        healthy = listening is not None and not lost.is_set() and not listening.is_closed()
+        if healthy and listening is not None:
+            try:
+                await asyncio.wait_for(
+                    listening.remove_listener(NOTIFY_CHANNEL, self._deliver), timeout=2
+                )
+            except Exception:
+                healthy = False
+        with contextlib.suppress(Exception):
+            if not healthy:
+                await pooled.invalidate()
+            await asyncio.wait_for(pooled.close(), timeout=2)
 
     async def _until_lost(self, conn: asyncpg.Connection, lost: asyncio.Event) -> None:
         """Until the connection closes, or stops answering: a server that froze (or a

@@ -28,6 +28,7 @@ from app.runs.protocol_events import Event, ProtocolNormaliser
 from app.runs.queue import ClaimedRun
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.threadlog import queries
+from app.runs.threadlog.codec import encode_payload
 from app.runs.threadlog.log import ThreadLog
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,7 @@ class ThreadStreamRuns:
         self._root_interrupted: set[str] = set()  # run ids whose root `interrupted` is logged
 
     async def _root(self, run: ClaimedRun, data: dict[str, Any], *, settled: bool) -> None:
-        await self.log.append(
+        await self.log.append_one_statement(
             tenant_id=run.tenant_id,
             thread_id=run.thread_id,
             token=FencingToken(run.run_id, run.attempt),
@@ -196,10 +197,41 @@ class ThreadStreamRuns:
             if normaliser.root_interrupted:
                 self._root_interrupted.add(run.run_id)
 
-    async def ended(self, run: ClaimedRun, status: str, error: dict[str, str] | None) -> None:
-        """The root terminal, once the run's final status and the thread are committed."""
+    def settle_terminal(
+        self, run: ClaimedRun, status: str, error: dict[str, str] | None
+    ) -> tuple[str, str] | None:
+        """The root terminal's encoded data for the PostgreSQL settle statement to store with
+        the run's end (app/runs/finish_queries.py), saving a read and a transaction per run:
+        (thread not interrupted, thread interrupted), or None when the run logs no terminal.
+        The settle's statuses only (never rollback or drained); `ended(logged=True)` after."""
+        if run.temporary and not is_protocol_run(run.kwargs):
+            return None
+        if status == "success":
+            if run.run_id in self._root_interrupted:
+                return None  # its terminal was the root `interrupted` after `input.requested`
+            done = {"event": "completed", "graph_name": run.graph_id}
+            return encode_payload(done), encode_payload({**done, "event": "interrupted"})
+        data = self._failed(run, status, error)
+        return encode_payload(data), encode_payload(data)
+
+    @staticmethod
+    def _failed(run: ClaimedRun, status: str, error: dict[str, str] | None) -> dict[str, Any]:
+        if status == "interrupted":
+            # cancelled: `failed` ends SDK waiters (official `interrupted` leaves them hanging)
+            return {"event": "failed", "graph_name": run.graph_id, "error": CANCELLED_ERROR}
+        message = (error or {}).get("message") or (error or {}).get("error") or status
+        return {"event": "failed", "graph_name": run.graph_id, "error": message}
+
+    async def ended(
+        self, run: ClaimedRun, status: str, error: dict[str, str] | None, *, logged: bool = False
+    ) -> None:
+        """The root terminal, once the run's final status and the thread are committed.
+        `logged`: the settle stored it already (`settle_terminal`); only wake local readers."""
         interrupted = run.run_id in self._root_interrupted
         self._root_interrupted.discard(run.run_id)
+        if logged:
+            self.log.hub.wake_thread(run.thread_id)
+            return
         if run.temporary and not is_protocol_run(run.kwargs):
             return
         if status == "rollback":  # the run went: its events go with it
@@ -221,12 +253,8 @@ class ThreadStreamRuns:
                 ).scalar()
             event = "interrupted" if thread_status == "interrupted" else "completed"
             data = {"event": event, "graph_name": run.graph_id}
-        elif status == "interrupted":
-            # cancelled: `failed` ends SDK waiters (official `interrupted` leaves them hanging)
-            data = {"event": "failed", "graph_name": run.graph_id, "error": CANCELLED_ERROR}
         else:
-            message = (error or {}).get("message") or (error or {}).get("error") or status
-            data = {"event": "failed", "graph_name": run.graph_id, "error": message}
+            data = self._failed(run, status, error)
         try:
             await self._root(run, data, settled=True)
         except Exception:

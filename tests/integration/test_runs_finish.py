@@ -6,6 +6,7 @@ checkpoints and run gone with it (or kept with on_completion=keep)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,12 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
+from app.auth.principal import DEFAULT_TENANT
 from app.config import Settings
-from app.db.tables import checkpoints, run_events, runs, threads
+from app.db.tables import checkpoints, run_events, runs, thread_events, threads
 from app.main import create_app
-from app.runs.events import END_EVENT
+from app.runs.events import END_EVENT, EventHub
+from app.runs.threadlog.log import ThreadLog
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs" / "langgraph.json"
 
@@ -159,3 +162,40 @@ async def test_stateless_run_kept(
     thread = (await client.get(f"/threads/{tid}")).json()
     assert thread["status"] == "idle" and thread["values"] == {"text": "k"}
     assert (await client.get(f"/threads/{tid}/state")).json()["values"] == {"text": "k"}
+
+
+@pytest.mark.parametrize(
+    ("graph", "body", "terminal"),
+    [
+        ("echo", {"text": "hi"}, {"event": "completed", "graph_name": "echo"}),
+        ("asker", {"question": "ok?"}, {"event": "interrupted", "graph_name": "asker"}),
+        ("failing", {"tag": "x"}, {"event": "failed", "graph_name": "failing", "error": "boom: x"}),
+    ],
+)
+async def test_root_lifecycle_ends_with_the_run(
+    client: httpx.AsyncClient, engine: AsyncEngine, graph: str, body: Any, terminal: Any
+) -> None:
+    """The thread stream's root `running`, then the terminal the run's end stored with it
+    (PostgreSQL: in the settle statement), by this attempt, at the thread's next seqs; the
+    terminal follows the thread's new status (`interrupted` when an interrupt waits)."""
+    tid = (await client.post("/threads", json={})).json()["thread_id"]
+    r = await client.post(f"/threads/{tid}/runs/wait", json={"assistant_id": graph, "input": body})
+    assert r.status_code == 200, r.text
+    run_id = r.headers["content-location"].rsplit("/", 1)[1]
+    log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
+    got = await log.read_after(tenant_id=DEFAULT_TENANT, thread_id=tid, since=0)
+    assert [(e.seq, e.method, e.namespace) for e in got] == [
+        (1, "lifecycle", []),
+        (2, "lifecycle", []),
+    ]
+    assert json.loads(got[0].data) == {"event": "running", "graph_name": graph}
+    assert json.loads(got[1].data) == terminal
+    async with engine.connect() as conn:
+        rows = (
+            await conn.execute(
+                select(thread_events.c.run_id, thread_events.c.attempt).where(
+                    thread_events.c.thread_id == tid
+                )
+            )
+        ).all()
+    assert {(row.run_id, row.attempt) for row in rows} == {(run_id, 1)}

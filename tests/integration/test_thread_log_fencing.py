@@ -85,3 +85,21 @@ async def test_only_the_owning_attempt_appends(engine: AsyncEngine) -> None:
     assert [e.event_id for e in got] == ["2", "3"]
     # another tenant reads nothing of it
     assert await log.read_after(tenant_id="t2", thread_id=thread_id, since=0) == []
+
+
+async def test_one_statement_append_is_fenced(engine: AsyncEngine) -> None:
+    """The root lifecycle's append (one statement; on PostgreSQL with its NOTIFY inside, the
+    hub here not knowing itself alone) refuses a superseded attempt as `append` does."""
+    thread_id, run_id = await _run(engine, attempt=2, status="running")
+    log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
+    owner, stale = FencingToken(run_id, 2), FencingToken(run_id, 1)
+    event = ("lifecycle", [], {"event": "running"})
+    await log.append_one_statement(tenant_id="t1", thread_id=thread_id, token=owner, events=[event])
+    with pytest.raises(AttemptSuperseded):
+        await log.append_one_statement(
+            tenant_id="t1", thread_id=thread_id, token=stale, events=[event]
+        )
+    await log.append_one_statement(
+        tenant_id="t1", thread_id=thread_id, token=owner, events=[event, event]
+    )
+    assert await _seqs(engine, thread_id) == [1, 2, 3]

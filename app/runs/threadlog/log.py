@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.access import read, transaction
 from app.db.types import utcnow
+from app.runs import notify
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.threadlog import queries
@@ -135,6 +136,58 @@ class ThreadLog:
                     if result.rowcount == 0:
                         raise AttemptSuperseded(token, "thread log append")
                     await self.hub.notify(conn, "e", token.run_id, thread_id=thread_id)
+                break
+            except IntegrityError:
+                if retry == _SEQ_RETRIES - 1:
+                    raise
+                await asyncio.sleep(0.002 * (retry + 1))
+        self.hub.wake_thread(thread_id)
+
+    async def append_one_statement(
+        self,
+        *,
+        tenant_id: str,
+        thread_id: str,
+        token: FencingToken,
+        events: Sequence[tuple[str, Sequence[str], Any]],
+        settled: bool = False,
+    ) -> None:
+        """`append` as ONE autocommitted statement, the NOTIFY inside it on PostgreSQL: no
+        BEGIN / COMMIT round trips (a run's root `running`, written once per run). Fenced
+        and retried on a seq collision as `append`."""
+        if not events:
+            return
+        rows = [
+            (method, json.dumps(list(ns), separators=(",", ":")), encode_payload(data))
+            for method, ns, data in events
+        ]
+        statement = queries.append_events(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            token=token,
+            rows=rows,
+            now=utcnow(),
+            settled=settled,
+        )
+        announce = not self.hub.alone and self.engine.dialect.name == "postgresql"
+        for retry in range(_SEQ_RETRIES):
+            try:
+                async with transaction(self.engine, one_statement=True) as conn:
+                    if announce:
+                        payload = notify.encode(
+                            notify.Kind.EVENTS,
+                            token.run_id,
+                            origin=self.hub.origin,
+                            thread_id=thread_id,
+                        )
+                        query = queries.append_announced(
+                            statement, channel=notify.NOTIFY_CHANNEL, payload=payload
+                        )
+                        written = (await conn.execute(query)).scalar_one()
+                    else:
+                        written = (await conn.execute(statement)).rowcount
+                    if not written:
+                        raise AttemptSuperseded(token, "thread log append")
                 break
             except IntegrityError:
                 if retry == _SEQ_RETRIES - 1:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Integer,
     Select,
     String,
+    Text,
     Update,
     and_,
     cast,
@@ -234,3 +235,15 @@ def threads_with_events_before(
             | ((TE.c.tenant_id == after[0]) & (TE.c.thread_id > after[1]))
         )
     return stmt
+
+
+def append_announced(statement: Insert, *, channel: str, payload: str) -> Select[Any]:
+    """PostgreSQL: `statement` (an `append_events`) and the NOTIFY of `payload` when it wrote,
+    in ONE statement (autocommitted: no BEGIN / COMMIT round trips); `written` is its row count.
+    """
+    written = statement.returning(TE.c.seq).cte("written")
+    announce = select(func.pg_notify(literal(channel, Text), literal(payload, Text)))
+    return select(
+        select(func.count()).select_from(written).scalar_subquery().label("written"),
+        cast(announce.where(exists(select(written.c.seq))).scalar_subquery(), Text).label("e"),
+    )
