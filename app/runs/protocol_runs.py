@@ -146,13 +146,11 @@ class ThreadStreamRuns:
             # a stateless run's thread goes with it and nobody can stream it: no log rows
             await classic()
             return
-        running: Event = ("lifecycle", [], {"event": "running", "graph_name": run.graph_id})
+        if not await self._logged_before(run):
+            await self._root(run, {"event": "running", "graph_name": run.graph_id}, settled=False)
         if not is_protocol_run(run.kwargs):
-            if not await self._logged_before(run):
-                await self._root(run, running[2], settled=False)
             await classic()
             return
-        logged = await self._logged_before(run)
         kwargs = run.kwargs
         config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
         configurable = config["configurable"] = restore_auth_user(config.get("configurable") or {})
@@ -165,14 +163,7 @@ class ThreadStreamRuns:
                 configurable.pop(key, None)
         context = kwargs.get("context") or None
         normaliser = ProtocolNormaliser(run.graph_id)
-        # A protocol run's root `running` is the first item of its own batch writer: the
-        # fenced append overlaps opening the graph, and events produced meanwhile share the
-        # next transaction, instead of one blocking transaction before the graph starts.
-        # Still fenced (same token) and still first (the writer keeps order); a superseded
-        # attempt learns it at its first event (put raises).
         writer = _BatchWriter(self.log, run, FencingToken(run.run_id, run.attempt))
-        if not logged:
-            writer.put([running])
         try:
             async with (
                 self.graphs.open(
