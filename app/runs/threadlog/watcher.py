@@ -54,9 +54,8 @@ class LogWatcher:
             return
         self._refs.pop(key, None)
         self._seen.pop(key, None)
-        if not self._refs and self._task is not None:
-            self._task.cancel()  # nothing to watch: no task left behind
-            self._task = None
+        # nothing left to watch: the task ends at its next wake-up on its own (never
+        # cancelled, which could interrupt a read in the middle of its statement)
 
     @property
     def watched(self) -> int:
@@ -66,7 +65,7 @@ class LogWatcher:
         while self._refs and not self.hub.closing.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.hub.closing.wait(), timeout=self.interval)
-            if self.hub.closing.is_set():
+            if self.hub.closing.is_set() or not self._refs:
                 return
             try:
                 await self.poll()
