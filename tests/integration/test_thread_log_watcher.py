@@ -109,6 +109,36 @@ async def test_followers_share_one_poll_and_get_missed_wakeups(engine: AsyncEngi
     assert watcher.watched == 0  # the last follower of each thread let go of it
 
 
+async def test_new_idle_followers_are_not_woken_in_a_burst(engine: AsyncEngine) -> None:
+    """The poll compares the last seq with each follower's cursor: followers of threads with
+    nothing new are left alone, even on the poll that first sees their thread (waking every
+    new thread once made 1,000 new idle subscribers 1,000 reads in one burst)."""
+    hub = EventHub(engine, retention_seconds=60)
+    log = ThreadLog(engine, hub, poll_seconds=POLL)
+    backstop = POLL * (5 if hub.cross_process else 1)
+    watcher = watcher_for(hub, backstop)
+    polls_before = watcher.polls
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    followers = [asyncio.create_task(_first_event(log, str(uuid.uuid4()))) for _ in range(40)]
+    try:
+        await asyncio.sleep(backstop * 6)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+    polls = watcher.polls - polls_before
+    assert polls >= 2, polls
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    # each follower's own first read, plus the polls: no follower was woken to read again
+    assert len(reads) - polls <= 40, (len(reads), polls)
+
+
 async def test_a_failed_read_ends_the_follower_with_log_read_failed(
     engine: AsyncEngine, tmp_path: Any
 ) -> None:

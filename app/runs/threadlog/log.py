@@ -25,7 +25,7 @@ from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.threadlog import queries
 from app.runs.threadlog.codec import decode_payload, encode_payload
-from app.runs.threadlog.watcher import watcher_for
+from app.runs.threadlog.watcher import Watch, watcher_for
 
 log = logging.getLogger(__name__)
 
@@ -200,17 +200,17 @@ class ThreadLog:
         # (PostgreSQL), every poll_seconds where it cannot. Heartbeats keep their own clock.
         backstop = self.poll_seconds * (5 if self.hub.cross_process else 1)
         watcher = watcher_for(self.hub, backstop)
-        watcher.watch(tenant_id, thread_id)
+        watch = watcher.watch(tenant_id, thread_id, since)
         try:
-            async for batch in self._follow(tenant_id, thread_id, since, heartbeat):
+            async for batch in self._follow(tenant_id, thread_id, watch, heartbeat):
                 yield batch
         finally:
-            watcher.unwatch(tenant_id, thread_id)
+            watcher.unwatch(tenant_id, thread_id, watch)
 
     async def _follow(
-        self, tenant_id: str, thread_id: str, since: int, heartbeat: float
+        self, tenant_id: str, thread_id: str, watch: Watch, heartbeat: float
     ) -> AsyncIterator[list[LogEvent]]:
-        cursor = since
+        cursor = watch.cursor
         loop = asyncio.get_running_loop()
         next_beat = loop.time() + heartbeat
         read = True
@@ -228,10 +228,10 @@ class ThreadLog:
                     gap = gap_after(cursor, batch[0])
                     if gap is not None:
                         raise gap
-                    cursor = batch[0].seq
+                    cursor = watch.cursor = batch[0].seq
                     batch = batch[1:]
                 if batch:
-                    cursor = batch[-1].seq
+                    cursor = watch.cursor = batch[-1].seq
                     next_beat = loop.time() + heartbeat
                     yield batch
                     continue
