@@ -8,8 +8,12 @@ bench/thread_stream_bench.py is not wired for the protocol yet).
 - N idle subscribers (default 1,000) on one process: the server's RSS growth (MB) and how
   late their heartbeats come (p50 / p99 of the gap minus the keepalive, ms).
 
-    python -m bench.thread_protocol_bench [--database-url URL] [--rounds 20] [--words 10000]\
-        [--idle 1000]
+    python -m bench.thread_protocol_bench [--database-url URL | --pg] [--rounds 20]\
+        [--words 10000] [--idle 1000] [--tree DIR]
+
+`--pg` makes (migrates, then drops) a fresh PostgreSQL database; `--tree` serves another
+checkout of graphkeep (e.g. `git archive` of a base commit) with this venv, so a base and a
+candidate can be measured alternately in one shell loop.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import uuid
 from typing import Any
 
 import httpx
+
+from bench.benchkit import pg_database
 
 
 def _port() -> int:
@@ -165,16 +171,40 @@ def main() -> int:
     ap.add_argument("--words", type=int, default=10000)
     ap.add_argument("--idle", type=int, default=1000)
     ap.add_argument("--idle-seconds", type=float, default=4 * KEEPALIVE + 1)
+    ap.add_argument("--pg", action="store_true", help="a fresh PostgreSQL database")
+    ap.add_argument("--tree", default="", help="the graphkeep checkout to serve (default: this)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gk-proto-bench-")
     port = _port()
+    tree = os.path.abspath(args.tree) if args.tree else None
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHKEEP_")}
     env["GRAPHKEEP_DATABASE_URL"] = args.database_url or f"sqlite+aiosqlite:///{tmp}/bench.db"
     env["GRAPHKEEP_LOG_LEVEL"] = "WARNING"
     env["GRAPHKEEP_STREAM_KEEPALIVE_SECONDS"] = str(KEEPALIVE)
+    pg_name = ""
+    if args.pg:
+        pg_name = f"gk_protobench_{uuid.uuid4().hex[:8]}"
+        asyncio.run(pg_database("create", pg_name))
+        env["GRAPHKEEP_DATABASE_URL"] = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{pg_name}"
+    try:
+        if env["GRAPHKEEP_DATABASE_URL"].startswith("postgresql"):
+            migrate = [sys.executable, "-m", "app.cli", "migrate"]
+            subprocess.run(migrate, env=env, cwd=tree, check=True, capture_output=True)
+        figures = _serve_and_measure(args, env, tree, port)
+    finally:
+        if pg_name:
+            asyncio.run(pg_database("drop", pg_name))
+    print(json.dumps({"tree": tree or ".", **figures}, indent=2))
+    return 0
+
+
+def _serve_and_measure(
+    args: argparse.Namespace, env: dict[str, str], tree: str | None, port: int
+) -> dict[str, Any]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
         env=env,
+        cwd=tree,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -186,14 +216,15 @@ def main() -> int:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        figures = asyncio.run(bench(url, args.rounds, args.words)) if args.rounds else {}
+        figures: dict[str, Any] = (
+            asyncio.run(bench(url, args.rounds, args.words)) if args.rounds else {}
+        )
         if args.idle:
             figures |= asyncio.run(idle(url, proc.pid, args.idle, args.idle_seconds))
-        print(json.dumps(figures, indent=2))
+        return figures
     finally:
         proc.terminate()
         proc.wait(20)
-    return 0
 
 
 if __name__ == "__main__":

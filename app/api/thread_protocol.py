@@ -24,7 +24,7 @@ from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
 from app.errors import AppError
 from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message
 from app.runs.threadlog.filters import FilterError, parse_subscription
-from app.runs.threadlog.log import ResumeGap, ThreadLog
+from app.runs.threadlog.log import LogReadFailed, ResumeGap, ThreadLog
 from app.state import AppState
 from app.threads.service import parse_thread_id
 
@@ -185,6 +185,10 @@ async def stream_thread_events(
         except ResumeGap as gap:
             # trimmed under a reader that fell behind: say so, then end (never skip events)
             yield format_event("error", json.dumps(gap.envelope(), separators=(",", ":")))
+        except LogReadFailed as failed:
+            # a server-side read failed: an error frame the client can act on (reconnect
+            # with its cursor), then a clean end instead of a cut connection
+            yield format_event("error", json.dumps(failed.envelope(), separators=(",", ":")))
         finally:
             metrics.stream_unsubscribed()
 

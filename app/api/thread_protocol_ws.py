@@ -23,7 +23,7 @@ from app.api.routing import resource_router
 from app.api.thread_protocol import heartbeat_seconds, run_command, thread_log
 from app.errors import AppError
 from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription
-from app.runs.threadlog.log import ResumeGap
+from app.runs.threadlog.log import LogReadFailed, ResumeGap
 from app.threads.service import parse_thread_id
 
 router = resource_router("threads")
@@ -33,6 +33,7 @@ MAX_SUBSCRIPTIONS = 32
 COMMANDS_PER_SECOND = 50  # a flood beyond this gets `rate_limited` errors, nothing runs
 CLOSE_SHUTDOWN = 1012
 CLOSE_GONE = 4410
+CLOSE_ERROR = 1011
 
 
 class _Socket:
@@ -80,6 +81,12 @@ class _Socket:
             with contextlib.suppress(Exception):
                 await self.send(json.dumps(gap.envelope(), separators=(",", ":")))
             code, reason = CLOSE_GONE, "resume gap"
+        except LogReadFailed as failed:
+            # a failed server-side read: the error frame, then 1011 (the SDK reconnects
+            # with its cursor), not a silently cut socket
+            with contextlib.suppress(Exception):
+                await self.send(json.dumps(failed.envelope(), separators=(",", ":")))
+            code, reason = CLOSE_ERROR, "event log read failed"
         with contextlib.suppress(Exception):
             await self.ws.close(code, reason)
 

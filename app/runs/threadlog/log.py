@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.access import read, transaction
@@ -26,12 +26,25 @@ from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.threadlog import queries
 from app.runs.threadlog.codec import decode_payload, encode_payload
+from app.runs.threadlog.watcher import Watch, watcher_for
 
 log = logging.getLogger(__name__)
 
 _SEQ_RETRIES = 8  # concurrent writers of one thread (multitask interrupt) collide on seq
 _READ_BATCH = 2000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class LogReadFailed(Exception):
+    """Reading the log failed on the server (database down, pool exhausted): the stream
+    ends with the protocol's error frame instead of a cut connection."""
+
+    def __init__(self, cursor: int) -> None:
+        super().__init__(f"reading the thread's events failed after seq {cursor}; reconnect")
+        self.cursor = cursor
+
+    def envelope(self) -> dict[str, Any]:
+        return {"type": "error", "id": None, "error": "unknown_error", "message": str(self)}
 
 
 class ResumeGap(Exception):
@@ -233,30 +246,45 @@ class ThreadLog:
         """Batches of events with `seq > since`, then live ones, forever; an empty batch
         every `heartbeat` seconds of silence. Ends when the process shuts down; raises
         ResumeGap when the log was trimmed past the cursor (at the start or, for a reader
-        that fell behind a trim, later). Tombstones are never yielded."""
-        cursor = since
-        loop = asyncio.get_running_loop()
-        # The poll is a backstop for a missed wake-up: rare where NOTIFY carries other
-        # processes' appends (PostgreSQL), every poll_seconds where it cannot. Heartbeats
-        # keep their own clock, so a slow poll never delays them.
+        that fell behind a trim, later), LogReadFailed when a read fails (the caller ends
+        the stream with an error frame). Tombstones are never yielded."""
+        # The backstop for a missed wake-up is the process's shared watcher (one poll per
+        # thread, not per follower): rare where NOTIFY carries other processes' appends
+        # (PostgreSQL), every poll_seconds where it cannot. Heartbeats keep their own clock.
         backstop = self.poll_seconds * (5 if self.hub.cross_process else 1)
+        watcher = watcher_for(self.hub, backstop)
+        watch = watcher.watch(tenant_id, thread_id, since)
+        try:
+            async for batch in self._follow(tenant_id, thread_id, watch, heartbeat):
+                yield batch
+        finally:
+            watcher.unwatch(tenant_id, thread_id, watch)
+
+    async def _follow(
+        self, tenant_id: str, thread_id: str, watch: Watch, heartbeat: float
+    ) -> AsyncIterator[list[LogEvent]]:
+        cursor = watch.cursor
+        loop = asyncio.get_running_loop()
         next_beat = loop.time() + heartbeat
         read = True
         while not self.hub.closing.is_set():
             signal = self.hub.thread_signal(thread_id)  # before reading: no lost wake-up
             if read:
-                batch = await self.read_after(
-                    tenant_id=tenant_id, thread_id=thread_id, since=cursor
-                )
-                next_poll = loop.time() + backstop
+                try:
+                    batch = await self.read_after(
+                        tenant_id=tenant_id, thread_id=thread_id, since=cursor
+                    )
+                except (SQLAlchemyError, OSError, TimeoutError) as exc:
+                    log.warning("thread log read failed: %s", type(exc).__name__)
+                    raise LogReadFailed(cursor) from exc
                 if batch and batch[0].method == queries.TRIMMED:  # only ever the oldest row
                     gap = gap_after(cursor, batch[0])
                     if gap is not None:
                         raise gap
-                    cursor = batch[0].seq
+                    cursor = watch.cursor = batch[0].seq
                     batch = batch[1:]
                 if batch:
-                    cursor = batch[-1].seq
+                    cursor = watch.cursor = batch[-1].seq
                     next_beat = loop.time() + heartbeat
                     yield batch
                     continue
@@ -264,9 +292,10 @@ class ThreadLog:
             if now >= next_beat:
                 next_beat = now + heartbeat
                 yield []
-            timeout = max(min(next_poll, next_beat) - loop.time(), 0.01)
             try:
-                await asyncio.wait_for(asyncio.shield(signal), timeout=timeout)
+                await asyncio.wait_for(
+                    asyncio.shield(signal), timeout=max(next_beat - loop.time(), 0.01)
+                )
                 read = True
             except TimeoutError:
-                read = loop.time() >= next_poll
+                read = False

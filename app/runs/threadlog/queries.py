@@ -122,6 +122,15 @@ def last_seq(*, tenant_id: str, thread_id: str) -> Select[Any]:
     )
 
 
+def last_seqs(*, tenant_id: str, thread_ids: Sequence[str]) -> Select[Any]:
+    """`(thread_id, last)` of those of the caller's threads that have events."""
+    return (
+        select(TE.c.thread_id, func.max(TE.c.seq).label("last"))
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id.in_(thread_ids))
+        .group_by(TE.c.thread_id)
+    )
+
+
 def delete_for_threads(*, tenant_id: str, thread_ids: Sequence[str]) -> Delete:
     """The log goes with its threads (delete, prune, TTL)."""
     return delete(TE).where(TE.c.tenant_id == tenant_id, TE.c.thread_id.in_(list(thread_ids)))

@@ -1,0 +1,115 @@
+"""One backstop poll per watched thread per process, shared by all its followers.
+
+Followers of the thread log wake on `hub.wake_thread` (this process's appends, and other
+processes' through NOTIFY). The poll is the safety net for a wake-up that never came (a
+replica whose listener is reconnecting, SQLite where nothing crosses processes). Polling per
+follower made 1,000 idle subscribers 1,000 reads per interval, enough to exhaust the pool; so
+one task per process reads the last seq of every watched thread in a few grouped statements
+and wakes a thread's followers when one of them is behind it.
+
+Why comparing with the followers' own cursors is enough: a follower takes its signal before
+its read and sets its cursor from what that read returned, so an append after that read has a
+seq above the cursor and the first poll that sees it wakes the follower. A poll that read
+before the follower's read can only wake it in vain (one extra read). Comparing with the
+cursors, rather than with the last seq the previous poll saw, also keeps a poll from waking
+every newly watched thread's followers at once (1,000 new idle subscribers were 1,000 reads
+in one burst through a small pool, and their heartbeats came late).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections import defaultdict
+
+from app.db.access import read
+from app.runs.events import EventHub
+from app.runs.threadlog import queries
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 500  # thread ids per statement (bound parameters stay far below every limit)
+_Key = tuple[str, str]  # (tenant_id, thread_id)
+
+
+class Watch:
+    """One follower's registration; the follower keeps `cursor` at the last seq it read."""
+
+    __slots__ = ("cursor",)
+
+    def __init__(self, cursor: int) -> None:
+        self.cursor = cursor
+
+
+class LogWatcher:
+    def __init__(self, hub: EventHub, interval: float) -> None:
+        self.hub = hub
+        self.interval = interval
+        self._watches: dict[_Key, set[Watch]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.polls = 0  # statements run (tests and benches read it)
+
+    def watch(self, tenant_id: str, thread_id: str, cursor: int) -> Watch:
+        handle = Watch(cursor)
+        self._watches.setdefault((tenant_id, thread_id), set()).add(handle)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="gk-threadlog-watch")
+        return handle
+
+    def unwatch(self, tenant_id: str, thread_id: str, handle: Watch) -> None:
+        key = (tenant_id, thread_id)
+        handles = self._watches.get(key)
+        if handles is None:
+            return
+        handles.discard(handle)
+        if not handles:
+            del self._watches[key]
+        # nothing left to watch: the task ends at its next wake-up on its own (never
+        # cancelled, which could interrupt a read in the middle of its statement)
+
+    @property
+    def watched(self) -> int:
+        return len(self._watches)
+
+    async def _run(self) -> None:
+        while self._watches and not self.hub.closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.hub.closing.wait(), timeout=self.interval)
+            if self.hub.closing.is_set() or not self._watches:
+                return
+            try:
+                await self.poll()
+            except Exception:  # the next poll retries; followers keep their own reads
+                log.warning("thread log watcher poll failed", exc_info=False)
+
+    async def poll(self) -> None:
+        by_tenant: dict[str, list[str]] = defaultdict(list)
+        for tenant_id, thread_id in list(self._watches):
+            by_tenant[tenant_id].append(thread_id)
+        for tenant_id, thread_ids in by_tenant.items():
+            for start in range(0, len(thread_ids), _CHUNK):
+                chunk = thread_ids[start : start + _CHUNK]
+                statement = queries.last_seqs(tenant_id=tenant_id, thread_ids=chunk)
+                async with read(self.hub.engine) as conn:
+                    rows = {r.thread_id: int(r.last) for r in await conn.execute(statement)}
+                self.polls += 1
+                for thread_id in chunk:
+                    handles = self._watches.get((tenant_id, thread_id))
+                    if not handles:
+                        continue  # left while we read
+                    last = rows.get(thread_id, 0)
+                    if any(h.cursor < last for h in handles):
+                        self.hub.wake_thread(thread_id)
+
+
+_WATCHERS: weakref.WeakKeyDictionary[EventHub, LogWatcher] = weakref.WeakKeyDictionary()
+
+
+def watcher_for(hub: EventHub, interval: float) -> LogWatcher:
+    """The process's watcher of `hub` (ThreadLog objects are made per request)."""
+    found = _WATCHERS.get(hub)
+    if found is None:
+        found = _WATCHERS[hub] = LogWatcher(hub, interval)
+    return found

@@ -1,0 +1,158 @@
+"""Idle thread-log followers share one backstop poll per thread per process (both dialects):
+an append whose wake-up never reached this process is still delivered to every follower, the
+idle database load does not grow with the number of followers, the watcher lets go of a thread
+when its last follower leaves, and a failed read ends a follower with LogReadFailed (the
+routes turn it into the protocol's error frame) instead of an unhandled error."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import event, insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.engine import create_engine
+from app.db.tables import runs, threads
+from app.db.types import utcnow
+from app.runs.events import EventHub
+from app.runs.fencing import FencingToken
+from app.runs.threadlog.log import LogReadFailed, ThreadLog
+from app.runs.threadlog.watcher import watcher_for
+
+POLL = 0.05  # SQLite's backstop; PostgreSQL's is 5x (NOTIFY carries other processes')
+
+
+async def _thread_with_run(engine: AsyncEngine) -> tuple[str, str]:
+    thread_id, run_id, now = str(uuid.uuid4()), str(uuid.uuid4()), utcnow()
+    async with engine.begin() as conn:
+        await conn.execute(
+            insert(threads).values(
+                thread_id=thread_id,
+                tenant_id="t1",
+                status="busy",
+                metadata={},
+                config={},
+                interrupts={},
+                created_at=now,
+                updated_at=now,
+                state_updated_at=now,
+            )
+        )
+        await conn.execute(
+            insert(runs).values(
+                run_id=run_id,
+                tenant_id="t1",
+                thread_id=thread_id,
+                assistant_id=run_id,
+                graph_id="g",
+                status="running",
+                metadata={},
+                kwargs={},
+                multitask_strategy="enqueue",
+                created_at=now,
+                updated_at=now,
+                available_at=now,
+                attempt=1,
+            )
+        )
+    return thread_id, run_id
+
+
+async def _first_event(log: ThreadLog, thread_id: str) -> int:
+    async for batch in log.follow(tenant_id="t1", thread_id=thread_id, since=0, heartbeat=30):
+        if batch:
+            return batch[0].seq
+    raise AssertionError("follow ended")
+
+
+async def test_followers_share_one_poll_and_get_missed_wakeups(engine: AsyncEngine) -> None:
+    hub = EventHub(engine, retention_seconds=60)
+    log = ThreadLog(engine, hub, poll_seconds=POLL)
+    backstop = POLL * (5 if hub.cross_process else 1)
+    pairs = [await _thread_with_run(engine) for _ in range(2)]
+    followers = [
+        asyncio.create_task(_first_event(log, thread_id))
+        for thread_id, _ in pairs
+        for _ in range(10)
+    ]
+    await asyncio.sleep(backstop * 3)  # every follower did its first read and went idle
+    watcher = watcher_for(hub, backstop)
+    assert watcher.watched == 2
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    try:
+        await asyncio.sleep(backstop * 10)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)
+    # 20 idle followers: about one statement per interval (both threads in it), where a poll
+    # per follower would be about 200
+    selects = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert 1 <= len(selects) <= 16, len(selects)
+    # another process's append: its wake-up never reaches this hub, the shared poll does
+    writer = ThreadLog(engine, EventHub(engine, retention_seconds=60))
+    for thread_id, run_id in pairs:
+        await writer.append(
+            tenant_id="t1",
+            thread_id=thread_id,
+            token=FencingToken(run_id, 1),
+            events=[("values", [], {"x": 1})],
+        )
+    assert await asyncio.wait_for(asyncio.gather(*followers), timeout=10) == [1] * 20
+    await asyncio.sleep(0)
+    assert watcher.watched == 0  # the last follower of each thread let go of it
+
+
+async def test_new_idle_followers_are_not_woken_in_a_burst(engine: AsyncEngine) -> None:
+    """The poll compares the last seq with each follower's cursor: followers of threads with
+    nothing new are left alone, even on the poll that first sees their thread (waking every
+    new thread once made 1,000 new idle subscribers 1,000 reads in one burst)."""
+    hub = EventHub(engine, retention_seconds=60)
+    log = ThreadLog(engine, hub, poll_seconds=POLL)
+    backstop = POLL * (5 if hub.cross_process else 1)
+    watcher = watcher_for(hub, backstop)
+    polls_before = watcher.polls
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(args[2])
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    followers = [asyncio.create_task(_first_event(log, str(uuid.uuid4()))) for _ in range(40)]
+    try:
+        await asyncio.sleep(backstop * 6)
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+    polls = watcher.polls - polls_before
+    assert polls >= 2, polls
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    # each follower's own first read, plus the polls: no follower was woken to read again
+    assert len(reads) - polls <= 40, (len(reads), polls)
+
+
+async def test_a_failed_read_ends_the_follower_with_log_read_failed(
+    engine: AsyncEngine, tmp_path: Any
+) -> None:
+    if engine.dialect.name == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path}/missing/dir/x.db"
+    else:
+        url = "postgresql+asyncpg://postgres@127.0.0.1:1/nothing_listens"
+    broken = create_engine(url)
+    try:
+        log = ThreadLog(broken, EventHub(broken, retention_seconds=60), poll_seconds=POLL)
+        with pytest.raises(LogReadFailed) as failed:
+            await asyncio.wait_for(_first_event(log, str(uuid.uuid4())), timeout=30)
+        envelope = failed.value.envelope()
+        assert envelope["type"] == "error" and envelope["error"] == "unknown_error"
+        assert "nothing_listens" not in envelope["message"]  # no connection details leak
+    finally:
+        await broken.dispose()
