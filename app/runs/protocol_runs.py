@@ -189,9 +189,22 @@ class ThreadStreamRuns:
                     durability=kwargs.get("durability") or "async",
                     control=control,
                 )
+                # From the first `input.requested` on, events wait for the stream's end: with
+                # durability "async" the checkpoints before the interrupt may still be in
+                # flight, and a client acting on the interrupt (get_state, update_state) must
+                # see them. The stream ends only once LangGraph has awaited those writes.
+                held: list[Event] | None = None
                 async for event in stream:
                     await check_lease()
-                    writer.put(normaliser.convert(event))
+                    events = normaliser.convert(event)
+                    if held is None and any(e[0] == "input.requested" for e in events):
+                        held = []
+                    if held is None:
+                        writer.put(events)
+                    else:
+                        held.extend(events)
+                if held:
+                    writer.put(held)
         finally:
             await writer.close()
             if normaliser.root_interrupted:

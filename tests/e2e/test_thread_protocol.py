@@ -146,6 +146,12 @@ async def test_sdk_values_interrupt_respond_output(live: Live) -> None:
         assert thread.interrupted
         [pending] = thread.interrupts
         assert pending["value"] == {"question": "ship it?"}
+        # `input.requested` is sent once the run's checkpoint and the interrupt's writes are
+        # stored (durability "async" puts them in flight): a client acting on it sees them
+        state = await client.threads.get_state(thread.thread_id)
+        assert state["values"] == {"question": "ship it?"}
+        pending_ids = [i["id"] for task in state["tasks"] for i in task["interrupts"]]
+        assert pending_ids == [pending["interrupt_id"]], state
         await thread.run.respond("yes")
         out = await asyncio.wait_for(thread.output, 15)
     assert out == {"question": "ship it?", "answer": "yes!"}

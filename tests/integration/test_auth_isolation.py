@@ -170,11 +170,10 @@ async def _check_id_endpoint(
     return problems
 
 
-async def test_cross_tenant_matrix(tenants: Tenants) -> None:
-    t = tenants
-    seed = await seed_tenant(t)
-    own_thread = (await t.b.post("/threads", json={})).json()["thread_id"]
-    before = await snapshot(t, seed)
+async def sweep(t: Tenants, seed: Seed, own_thread: str) -> tuple[list[str], list[str]]:
+    """B's pass over every operation of the spec against A's seeded data (A and B are two
+    tenants here, two users of one tenant in test_custom_auth_matrix.py); B owns `own_thread`.
+    Returns the problems found and the routes covered."""
     problems: list[str] = []
     covered: list[str] = []
     operations = _operations(t.spec)
@@ -235,6 +234,16 @@ async def test_cross_tenant_matrix(tenants: Tenants) -> None:
             problems.append(f"{method} {path}: {r_b.status_code} {r_b.text[:200]}")
         if _leaks(r_b, seed):
             problems.append(f"{method} {path}: B's response leaks {_leaks(r_b, seed)}")
+
+    return problems, covered
+
+
+async def test_cross_tenant_matrix(tenants: Tenants) -> None:
+    t = tenants
+    seed = await seed_tenant(t)
+    own_thread = (await t.b.post("/threads", json={})).json()["thread_id"]
+    before = await snapshot(t, seed)
+    problems, covered = await sweep(t, seed, own_thread)
 
     # 4. thread-stream protocol commands with real envelopes: on A's thread exactly what B
     # gets on a missing one (the SSE stream's held-open case is tests/e2e/test_thread_protocol.py)
