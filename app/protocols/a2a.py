@@ -4,7 +4,10 @@ The SDK's JSON-RPC dispatcher parses and answers the protocol (both A2A 1.0 meth
 through its v0.3 adapter, `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`);
 this module is its `RequestHandler`, which runs the assistant through the run service
 (app/protocols/a2a_tasks.py has the mapping). Tasks are runs and contexts are threads, so
-nothing is kept in memory: any replica answers any request.
+nothing is kept in memory: any replica answers any request. A message without contextId gets
+a new persisted thread, as on the official server (langgraph-api's message/send creates its
+run with `if_not_exists="create"` on a fresh uuid): the answer's contextId must continue the
+conversation, so a stateless run (cheaper, its thread deleted at its end) cannot serve it.
 """
 
 from __future__ import annotations
