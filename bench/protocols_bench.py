@@ -94,6 +94,7 @@ class Target:
         }
         r = await self.http.post("/mcp", json=body, headers=MCP_HEADERS)
         r.raise_for_status()
+        assert "result" in r.json(), r.text
         result = r.json()["result"]
         assert not result.get("isError") and "x" in result["content"][0]["text"], r.text
 
@@ -106,6 +107,7 @@ class Target:
         body = {"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}
         r = await self.http.post(f"/a2a/{self.echo_id}", json=body)
         r.raise_for_status()
+        assert "result" in r.json(), r.text
         result = r.json()["result"]
         assert result["status"]["state"] == "completed", r.text
 
