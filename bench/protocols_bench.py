@@ -155,6 +155,9 @@ async def graphkeep_server(stack: AsyncExitStack, tmp: Path, root: Path = ROOT) 
         GRAPHKEEP_CONFIG_FILE=str(tmp / "langgraph.json"),
         GRAPHKEEP_LOG_LEVEL="WARNING",
         GRAPHKEEP_WORKERS="4",
+        # small pools: the PostgreSQL cluster is shared (a loaded run hit "too many clients")
+        GRAPHKEEP_DB_POOL_SIZE="4",
+        GRAPHKEEP_DB_MAX_OVERFLOW="2",
     )
     python = sys.executable
     migrate = await asyncio.create_subprocess_exec(
