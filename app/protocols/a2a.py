@@ -4,7 +4,10 @@ The SDK's JSON-RPC dispatcher parses and answers the protocol (both A2A 1.0 meth
 through its v0.3 adapter, `message/send`, `message/stream`, `tasks/get`, `tasks/cancel`);
 this module is its `RequestHandler`, which runs the assistant through the run service
 (app/protocols/a2a_tasks.py has the mapping). Tasks are runs and contexts are threads, so
-nothing is kept in memory: any replica answers any request.
+nothing is kept in memory: any replica answers any request. A message without contextId gets
+a new persisted thread, as on the official server (langgraph-api's message/send creates its
+run with `if_not_exists="create"` on a fresh uuid): the answer's contextId must continue the
+conversation, so a stateless run (cheaper, its thread deleted at its end) cannot serve it.
 """
 
 from __future__ import annotations
@@ -69,6 +72,7 @@ from app.protocols.a2a_tasks import (
     MessageInput,
     echo_user_message,
     ended_task,
+    no_internals,
     task_id_of,
     task_of,
     token_artifact,
@@ -225,13 +229,31 @@ class GraphkeepRequestHandler(RequestHandler):
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
-        caller, run, said = await self._start(params, context)
-        if params.configuration.return_immediately:
-            return task_of(run, state=TaskState.TASK_STATE_SUBMITTED, history=[said])
-        output = await shared.run_output(caller, run)
-        return await _ended(caller, run, output, [said])
+        with no_internals():
+            caller, run, said = await self._start(params, context)
+            if params.configuration.return_immediately:
+                return task_of(run, state=TaskState.TASK_STATE_SUBMITTED, history=[said])
+            output = await shared.run_output(caller, run)
+            return await _ended(caller, run, output, [said])
 
     async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Any]:
+        with no_internals():
+            async for event in self._stream(params, context):
+                yield event
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        with no_internals():
+            return await self._get_task(params, context)
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        with no_internals():
+            return await self._cancel_task(params, context)
+
+    async def _stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Any]:
         caller, run, said = await self._start(params, context, tokens=True)
@@ -255,7 +277,7 @@ class GraphkeepRequestHandler(RequestHandler):
             yield TaskArtifactUpdateEvent(**ids, artifact=artifact, last_chunk=True)
         yield TaskStatusUpdateEvent(**ids, status=task.status)
 
-    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+    async def _get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task:
         caller, assistant_id = _target(context)
         run = await _task_run(caller, assistant_id, params.id)
         if run["status"] == RunStatus.PENDING:
@@ -267,9 +289,7 @@ class GraphkeepRequestHandler(RequestHandler):
         )
         return ended_task(run, output, None)
 
-    async def on_cancel_task(
-        self, params: CancelTaskRequest, context: ServerCallContext
-    ) -> Task | None:
+    async def _cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task:
         caller, assistant_id = _target(context)
         run = await _task_run(caller, assistant_id, params.id)
         if run["status"] not in ACTIVE_STATUSES:

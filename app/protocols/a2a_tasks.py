@@ -8,6 +8,9 @@ the input, as langgraph-api does; a message to an interrupted thread resumes it
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from a2a.types import (
@@ -19,7 +22,12 @@ from a2a.types import (
     TaskState,
     TaskStatus,
 )
-from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
+from a2a.utils.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+)
 from google.protobuf import json_format, struct_pb2
 
 from app.protocols import shared
@@ -33,6 +41,10 @@ _FAILED_STATUSES = frozenset({"error", "timeout"})
 # run is still reachable by its own run id (tasks/get answers both with the task's id).
 TASK_KEY = "a2a_task_id"
 STREAM_ARTIFACT = "stream"
+# What an unexpected failure answers (no_internals)
+INTERNAL_MESSAGE = "the server could not answer this request; retry shortly"
+
+log = logging.getLogger(__name__)
 
 
 def task_id_of(run: JSONObject) -> str:
@@ -196,3 +208,17 @@ def echo_user_message(message: Message, run: JSONObject) -> Message:
         copy.message_id = f"{run['run_id']}-input"
     copy.role = Role.ROLE_USER
     return copy
+
+
+@contextlib.contextmanager
+def no_internals() -> Iterator[None]:
+    """An unexpected failure (the database refusing connections, a bug) answers the protocol's
+    InternalError (-32603) with a fixed message: the SDK would answer with the exception's
+    text (driver messages, SQL; a loaded bench got asyncpg's "too many clients" with code 0)."""
+    try:
+        yield
+    except A2AError:
+        raise
+    except Exception:
+        log.exception("an A2A request failed")
+        raise InternalError(message=INTERNAL_MESSAGE) from None

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import Message, Part
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from google.protobuf import json_format, struct_pb2
 from langgraph.graph import START, MessagesState, StateGraph
+from starlette.applications import Starlette
+from starlette.routing import Route
+from starlette.testclient import TestClient
 
 from app.assistants.service import system_assistant_id
-from app.protocols.a2a_tasks import TASK_KEY, MessageInput, task_id_of
+from app.protocols.a2a import GraphkeepRequestHandler
+from app.protocols.a2a_tasks import INTERNAL_MESSAGE, TASK_KEY, MessageInput, task_id_of
 from app.protocols.mcp import simplify_messages_schema, tool_names
 from app.protocols.shared import token_text
 
@@ -85,3 +93,28 @@ def test_token_text_streams_ai_chunks_once_and_skips_the_rest() -> None:
     assert token_text([{"type": "tool", "id": "t", "content": "42"}, {}], seen) == ""
     assert token_text(["not a message"], seen) == ""
     assert token_text([], seen) == ""
+
+
+class _FailingHandler(GraphkeepRequestHandler):
+    """The real handler whose run start fails unexpectedly, as when PostgreSQL refuses
+    connections ("sorry, too many clients already")."""
+
+    async def _start(self, *args: object, **kwargs: object) -> Any:
+        raise RuntimeError("(asyncpg.Error) sorry, too many clients already: SELECT secret")
+
+
+def test_a2a_unexpected_failure_is_a_protocol_internal_error_without_its_text() -> None:
+    dispatcher = JsonRpcDispatcher(
+        request_handler=_FailingHandler(),
+        context_builder=DefaultServerCallContextBuilder(),
+        enable_v0_3_compat=True,
+    )
+    app = Starlette(routes=[Route("/", dispatcher.handle_requests, methods=["POST"])])
+    message = {"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "message/send", "params": {"message": message}}
+    with TestClient(app) as client:
+        answer = client.post("/", json=body).json()
+    assert answer["id"] == 7
+    assert answer["error"]["code"] == -32603
+    assert answer["error"]["message"] == INTERNAL_MESSAGE
+    assert "secret" not in str(answer) and "asyncpg" not in str(answer)
