@@ -212,7 +212,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crons", type=int, default=10_000)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--concurrency", type=int, default=2, help="ticks in flight per process")
+    parser.add_argument("--concurrency", type=int, default=1, help="ticks in flight per process")
     parser.add_argument("--lead", type=float, default=3.0, help="seconds until they are due")
     parser.add_argument("--scheduler", default=None, help=argparse.SUPPRESS)
     args: Any = parser.parse_args()

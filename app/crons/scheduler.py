@@ -36,10 +36,11 @@ class CronScheduler:
     runs: RunService
     poll_seconds: float = 1.0
     batch_size: int = 500
-    # ticks in flight at once on PostgreSQL (each its own transaction and SKIP LOCKED batch,
-    # so disjoint): while one waits on the database the next is planned, instead of the
-    # process idling on each statement's round trip. SQLite has one writer: always 1.
-    concurrency: int = 2
+    # ticks in flight at once on PostgreSQL while a backlog lasts (each its own transaction
+    # and SKIP LOCKED batch, so disjoint). 1 by default: on the shared 2-core machine 2 won
+    # under heavy load (committed-lag p50 0.65-0.85x) and lost when quieter (1.05-1.6x), for
+    # more CPU per firing (bench/cron_bench.py --concurrency). SQLite has one writer: 1.
+    concurrency: int = 1
     clock: Callable[[], datetime] = utcnow  # injectable: tests move time, not the wall clock
 
     async def tick(self) -> int:
