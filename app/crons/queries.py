@@ -6,9 +6,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    Boolean,
     ColumnElement,
     Select,
+    Table,
     bindparam,
+    cast,
+    column,
     delete,
     func,
     select,
@@ -16,14 +20,18 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Row
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Insert
+from sqlalchemy.types import JSON, DateTime, Integer
 
 from app.crons.schemas import CRON_SORT_COLUMNS
 from app.db.dialect import json_contains, lock_for_claim
 from app.db.listing import order_by
+from app.db.sealed import SealedJSON, seal_json
 from app.db.tables import assistants, crons, runs, threads
-from app.db.types import JSONType
+from app.db.types import JSONType, UTCDateTime
 
 C = crons.c
 JSONObject = dict[str, Any]
@@ -139,9 +147,73 @@ async def assistants_for(conn: AsyncConnection, assistant_ids: set[str]) -> dict
 
 
 async def insert_fired(conn: AsyncConnection, fired: list[Any]) -> None:
-    """The threads, then the runs, of stateless firings: one multi-row insert each."""
-    await conn.execute(threads.insert(), [one.thread_row for one in fired])
-    await conn.execute(runs.insert(), [one.run_row for one in fired])
+    """The threads, then the runs, of stateless firings: one insert each. On PostgreSQL the
+    rows travel as ONE JSON array parameter expanded by the server (`INSERT ... SELECT FROM
+    jsonb_array_elements`): SQLAlchemy's per-row, per-column bind processing and a JSON
+    encoding per value were most of a tick's time (one encoding of the array instead)."""
+    if conn.dialect.name != "postgresql":
+        await conn.execute(threads.insert(), [one.thread_row for one in fired])
+        await conn.execute(runs.insert(), [one.run_row for one in fired])
+        return
+    for table, rows in (
+        (threads, [one.thread_row for one in fired]),
+        (runs, [one.run_row for one in fired]),
+    ):
+        stmt, sealed = _insert_from_json(table, tuple(rows[0]))
+        await conn.execute(stmt, {"b_rows": [_as_json(row, sealed) for row in rows]})
+
+
+def _elements(name: str) -> Any:
+    """`jsonb_array_elements(:name) AS e(value)`: one row per element of a JSON array."""
+    return (
+        func.jsonb_array_elements(bindparam(name, type_=JSONB))
+        .table_valued(column("value", JSONB))
+        .alias("e")
+    )
+
+
+def _from_json(value: Any, target: Any) -> Any:
+    """Element `value` of a JSON object as a value of column type `target`."""
+    if isinstance(target, JSON | SealedJSON):
+        return value  # jsonb as is (a JSON null stays JSON null, as the column type binds it)
+    text = value.astext
+    if isinstance(target, UTCDateTime | DateTime):
+        return cast(text, DateTime(timezone=True))
+    if isinstance(target, Boolean):
+        return cast(text, Boolean)
+    if isinstance(target, Integer):
+        return cast(text, Integer)
+    return text
+
+
+_INSERTS: dict[tuple[str, tuple[str, ...]], tuple[Insert, frozenset[str]]] = {}
+
+
+def _insert_from_json(table: Table, names: tuple[str, ...]) -> tuple[Insert, frozenset[str]]:
+    """INSERT INTO table (names) SELECT ... FROM jsonb_array_elements(:b_rows), built once
+    per column set; with the names of its sealed columns (sealed before encoding)."""
+    key = (table.name, names)
+    found = _INSERTS.get(key)
+    if found is None:
+        element = _elements("b_rows").c.value
+        picked = [_from_json(element[name], table.c[name].type) for name in names]
+        sealed = frozenset(n for n in names if isinstance(table.c[n].type, SealedJSON))
+        found = _INSERTS[key] = (table.insert().from_select(list(names), select(*picked)), sealed)
+    return found
+
+
+def _as_json(row: JSONObject, sealed: frozenset[str]) -> JSONObject:
+    """A row as its JSON element: datetimes as ISO text, sealed columns as stored."""
+    return {
+        name: (
+            value.isoformat()
+            if isinstance(value, datetime)
+            else seal_json(value)
+            if name in sealed
+            else value
+        )
+        for name, value in row.items()
+    }
 
 
 def count_due(now: datetime) -> Select[Any]:
@@ -167,9 +239,33 @@ _ADVANCE = (
 
 
 async def advance_many(conn: AsyncConnection, moves: list[JSONObject], *, now: datetime) -> None:
-    """Move claimed crons on (in the claim's transaction, rows locked by it): one executemany.
-    Each move: b_cron_id, b_next_run_date, b_status, b_enabled, b_last_error."""
-    await conn.execute(_ADVANCE, [{**move, "b_now": now} for move in moves])
+    """Move claimed crons on (in the claim's transaction, rows locked by it). Each move:
+    b_cron_id, b_next_run_date, b_status, b_enabled, b_last_error. PostgreSQL: one UPDATE ...
+    FROM the moves as one JSON array (an executemany is one statement per row); SQLite: an
+    executemany."""
+    if conn.dialect.name != "postgresql":
+        await conn.execute(_ADVANCE, [{**move, "b_now": now} for move in moves])
+        return
+    rows = [{**move, "b_next_run_date": _iso(move["b_next_run_date"])} for move in moves]
+    await conn.execute(_ADVANCE_FROM_JSON, {"b_moves": rows, "b_now": now})
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+_MOVE = _elements("b_moves").c.value
+_ADVANCE_FROM_JSON = (
+    update(crons)
+    .where(C.cron_id == _MOVE["b_cron_id"].astext)
+    .values(
+        next_run_date=cast(_MOVE["b_next_run_date"].astext, DateTime(timezone=True)),
+        status=_MOVE["b_status"].astext,
+        enabled=cast(_MOVE["b_enabled"].astext, Boolean),
+        last_error=_MOVE["b_last_error"].astext,
+        updated_at=bindparam("b_now", type_=UTCDateTime),
+    )
+)
 
 
 def visibility_statement(

@@ -278,6 +278,64 @@ async def test_two_schedulers_race_fire_each_once(app_and_client: Any, db_url: s
         await other_engine.dispose()
 
 
+class _Counting(CronScheduler):
+    """The real scheduler, counting how many of its ticks overlap."""
+
+    in_flight: int = 0
+    most: int = 0
+
+    async def tick(self) -> int:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            return await super().tick()
+        finally:
+            self.in_flight -= 1
+
+
+async def test_concurrent_ticks_of_a_backlog_fire_each_once(
+    app_and_client: Any, db_url: str
+) -> None:
+    """While a backlog lasts, one process ticks `concurrency` disjoint batches at once on
+    PostgreSQL (SKIP LOCKED), one at a time on SQLite; each due time still fires once."""
+    app, c = app_and_client
+    engine = _engine(app)
+    ids = []
+    for _ in range(30):
+        body = {"assistant_id": "steps", "schedule": "* * * * *", "on_run_completed": "keep"}
+        ids.append((await c.post("/runs/crons", json=body)).json()["cron_id"])
+    state = app.state.graphkeep
+    # due an hour from now: only this scheduler, whose clock is an hour ahead, sees them due
+    # (the app's own would otherwise claim all 30 in one tick and leave no backlog here)
+    ahead = timedelta(hours=1)
+    scheduler = _Counting(
+        engine=engine,
+        runs=state.runs,
+        batch_size=3,
+        concurrency=3,
+        clock=lambda: utcnow() + ahead,
+    )
+    async with engine.begin() as conn:
+        await conn.execute(
+            update(crons).values(next_run_date=utcnow() + ahead - timedelta(seconds=2))
+        )
+    task = asyncio.ensure_future(scheduler.run_forever())
+    try:
+        for cron_id in ids:
+            await _wait_runs(engine, cron_id, 1)
+        await asyncio.sleep(0.3)
+        for cron_id in ids:
+            assert await _cron_runs(engine, cron_id) == 1
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    if "postgresql" in db_url:
+        assert scheduler.most > 1  # the backlog was worked by overlapping ticks
+    else:
+        assert scheduler.most == 1
+
+
 async def test_disable_reenable_skips_missed_slots(app_and_client: Any) -> None:
     app, c = app_and_client
     engine = _engine(app)
