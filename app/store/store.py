@@ -15,13 +15,12 @@ highest score first (then newest). `list_namespaces` sorts namespaces as tuples.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from langgraph.store.base import (
@@ -31,7 +30,6 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     NamespacePath,
     NotProvided,
     Op,
@@ -41,69 +39,25 @@ from langgraph.store.base import (
     SearchOp,
     TTLConfig,
 )
-from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
-from app.db import migrate, sealed
-from app.db.dialect import reader, single_statement_autocommit
+from app.db import migrate
 from app.db.direct import Step
 from app.db.engine import create_engine
 from app.db.executor import Executor, Units
 from app.db.types import utcnow
 from app.errors import InvalidInput
-from app.store import pgvector, queries
+from app.store import pgvector, queries, reads
 from app.store.config import StoreIndex, parse_index_config, parse_ttl_config
-from app.store.direct import DirectStore
-from app.store.filters import flatten_filter
 from app.store.maintenance import reindex_items, sweep
-from app.store.sealed_filters import matches
-from app.store.validation import (
-    DEFAULT_MAX_VALUE_BYTES,
-    SEPARATOR,
-    join_namespace,
-    split_prefix,
-    validate_op,
-)
-from app.store.vectors import cosine_scores, embed_fields, rank, texts_to_embed
-from app.store.writes import item_rows, write_statements
+from app.store.shared import Clock, PgvectorMode, Shared
+from app.store.validation import DEFAULT_MAX_VALUE_BYTES, join_namespace, validate_op
+from app.store.vectors import embed_puts, embed_queries
+from app.store.writes import direct_writes, refresh_rows, write_statements
 
-Clock = Callable[[], datetime]
-PgvectorMode = Literal["auto", "off"]
-
-
-@dataclass
-class _Shared:
-    """What every tenant view of one store shares."""
-
-    engine: AsyncEngine
-    index: StoreIndex | None
-    ttl: TTLConfig | None
-    clock: Clock
-    max_value_bytes: int
-    loop: asyncio.AbstractEventLoop | None = field(default=None)
-    # "auto": semantic queries use pgvector where setup() made its column; "off": never
-    pgvector_mode: PgvectorMode = "auto"
-    # None until detected (setup() or the first semantic query)
-    pgvector: bool | None = None
-    # the same pool without BEGIN / COMMIT where one statement is atomic (PostgreSQL)
-    autocommit: AsyncEngine = field(init=False)
-    # the same pool for reads: no BEGIN / COMMIT, no SQLite write lock
-    reads: AsyncEngine = field(init=False)
-    # what the compiled statements run on (None: a fast-path executor of the store's own)
-    executor: Executor | None = None
-    # put, get, search without a query, list_namespaces: pre-compiled (app/store/direct.py)
-    direct: DirectStore = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.autocommit = (
-            self.engine.execution_options(isolation_level="AUTOCOMMIT")
-            if single_statement_autocommit(self.engine.dialect)
-            else self.engine
-        )
-        self.reads = reader(self.engine)
-        self.direct = DirectStore(self.engine, self.executor)
-
+# app/main.py names the pgvector setting's type through this module
+__all__ = ["PgvectorMode", "SQLStore"]
 
 log = logging.getLogger(__name__)
 _query_ignored_noted: list[bool] = []
@@ -154,61 +108,6 @@ def _namespace_errors() -> Iterator[None]:
         raise InvalidInput(str(exc)) from exc
 
 
-_ALL_ROWS = 2**31 - 1  # LIMIT (an INTEGER bind) of a search whose filter runs in Python
-_SEALED_WINDOW = 10  # pgvector candidates per wanted result when the filter runs in Python
-
-
-def _python_filtered(rows: Sequence[Any], filter: dict[str, Any] | None) -> list[Any]:
-    """The rows whose decrypted value matches `filter` (app/store/sealed_filters.py)."""
-    leaves, values = flatten_filter(filter)
-    return [row for row in rows if matches(row.value, leaves, values)]
-
-
-def _sealed(encoded: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
-    """Values as the direct upsert binds them (JSON text, bound raw): with a key, the JSON
-    string of their sealed envelope, as the `SealedJSON` column type would store them."""
-    keyring = sealed.active()
-    if not keyring.enabled:
-        return encoded
-    return {
-        ident: text if text == "{}" else json.dumps(keyring.seal_text(text))
-        for ident, text in encoded.items()
-    }
-
-
-def _item(row: Row[Any]) -> Item:
-    return Item(
-        value=row.value,
-        key=row.key,
-        namespace=split_prefix(row.prefix),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
-
-
-def _search_item(row: Row[Any], score: float | None) -> SearchItem:
-    return SearchItem(
-        namespace=split_prefix(row.prefix),
-        key=row.key,
-        value=row.value,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        score=score,
-    )
-
-
-def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = condition.path
-    if len(namespace) < len(path):
-        return False
-    pairs = (
-        zip(namespace, path, strict=False)
-        if condition.match_type == "prefix"
-        else zip(reversed(namespace), reversed(path), strict=False)
-    )
-    return all(want == "*" or got == want for got, want in pairs)
-
-
 def _op_name(op: Op) -> str:
     """The metrics label of one op (a PutOp without a value is a delete)."""
     if isinstance(op, PutOp):
@@ -254,7 +153,7 @@ class SQLStore(BaseStore):
             loop = None
         if pgvector not in ("auto", "off"):
             raise InvalidInput("pgvector must be 'auto' or 'off'")
-        self._shared = _Shared(
+        self._shared = Shared(
             engine,
             parsed_index,
             parsed_ttl,
@@ -366,8 +265,8 @@ class SQLStore(BaseStore):
         Gets, searches without a query, namespace listings and the writes of a store
         without an index run pre-compiled on one pooled driver connection (app/store/
         direct.py): the reads, then the TTL refreshes and writes as one atomic unit.
-        Semantic searches and puts that write vectors go through SQLAlchemy (`_search`,
-        `_write_with_vectors`).
+        Semantic searches and puts that write vectors go through SQLAlchemy
+        (`reads.search_semantic`, `_write_with_vectors`).
         """
         started = time.perf_counter()
         shared = self._shared
@@ -385,18 +284,20 @@ class SQLStore(BaseStore):
             _note_query_ignored()
             batch.searches += batch.semantic
             batch.semantic = []
-        query_vectors = await self._embed_queries([op for _, op in batch.semantic])
-        put_vectors = await self._embed_puts(puts)
+        query_vectors = await embed_queries(shared.index, [op for _, op in batch.semantic])
+        put_vectors = await embed_puts(shared.index, puts)
         now = shared.clock()
         results: list[Result] = [None] * len(op_list)
         refresh: dict[tuple[str, str], datetime] = {}
         if batch.semantic:
             async with shared.reads.connect() as conn:
                 for i, search in batch.semantic:
-                    results[i] = await self._search(conn, search, now, query_vectors, refresh)
+                    results[i] = await reads.search_semantic(
+                        shared, self.tenant_id, conn, search, now, query_vectors, refresh
+                    )
         with_vectors = bool(puts) and shared.index is not None
         if not with_vectors:
-            batch.writes = self._direct_writes(puts, batch.encoded, now)
+            batch.writes = direct_writes(shared.direct, self.tenant_id, puts, batch.encoded, now)
         direct_work = batch.gets or batch.searches or batch.listings or batch.writes
         if direct_work or (refresh and not with_vectors):
             async with shared.direct.session() as session:
@@ -415,181 +316,20 @@ class SQLStore(BaseStore):
         now: datetime,
     ) -> None:
         """The batch's direct reads, then its TTL refreshes and direct writes (one unit)."""
+        shared, tenant = self._shared, self.tenant_id
         if batch.gets:
-            await self._gets(runner, batch.gets, now, results, refresh)
+            await reads.gets(shared, tenant, runner, batch.gets, now, results, refresh)
         for i, search in batch.searches:
-            results[i] = await self._search_direct(runner, search, now, refresh)
+            results[i] = await reads.search_direct(shared, tenant, runner, search, now, refresh)
         for i, listing in batch.listings:
-            results[i] = await self._list_namespaces(runner, listing, now)
+            results[i] = await reads.list_namespaces(shared, tenant, runner, listing, now)
         writes = batch.writes
-        if refresh and not (batch.puts and self._shared.index is not None):
-            writes = [(self._shared.direct.refresh, self._refresh_rows(refresh)), *writes]
+        if refresh and not (batch.puts and shared.index is not None):
+            writes = [(shared.direct.refresh, refresh_rows(tenant, refresh)), *writes]
         if writes:
             await runner.write(*writes)
 
-    def _refresh_rows(self, refresh: dict[tuple[str, str], datetime]) -> list[dict[str, Any]]:
-        tenant = self.tenant_id
-        return [
-            {"b_tenant": tenant, "b_prefix": p, "b_key": k, "b_expires_at": expires}
-            for (p, k), expires in refresh.items()
-        ]
-
-    # ------------------------------------------------------------------ reads
-
-    async def _gets(
-        self,
-        runner: Units,
-        gets: list[tuple[int, GetOp]],
-        now: datetime,
-        results: list[Result],
-        refresh: dict[tuple[str, str], datetime],
-    ) -> None:
-        wanted = list(dict.fromkeys((join_namespace(op.namespace), op.key) for _, op in gets))
-        rows = await self._shared.direct.get(runner, self.tenant_id, wanted, now)
-        found = {(row.prefix, row.key): row for row in rows}
-        for i, op in gets:
-            row = found.get((join_namespace(op.namespace), op.key))
-            if row is None:
-                continue
-            results[i] = _item(row)
-            if op.refresh_ttl and row.ttl_minutes is not None:
-                refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
-
-    async def _search_direct(
-        self,
-        runner: Units,
-        op: SearchOp,
-        now: datetime,
-        refresh: dict[tuple[str, str], datetime],
-    ) -> list[SearchItem]:
-        """A search without a query: newest `updated_at` first, then key."""
-        prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
-        in_python = bool(op.filter) and sealed.active().enabled
-        # sealed values are opaque to SQL: filter the prefix's live items here instead
-        sql_filter = None if in_python else op.filter
-        leaves, params = queries.search_params(self.tenant_id, prefix, sql_filter, now)
-        params["b_limit"] = _ALL_ROWS if in_python else op.limit
-        params["b_offset"] = 0 if in_python else op.offset
-        rows = await runner.fetch(self._shared.direct.search(bool(prefix), leaves), params)
-        if in_python:
-            rows = _python_filtered(rows, op.filter)[op.offset : op.offset + op.limit]
-        if op.refresh_ttl:
-            for row in rows:
-                if row.ttl_minutes is not None:
-                    refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
-        return [_search_item(row, None) for row in rows]
-
-    async def _search(
-        self,
-        conn: AsyncConnection,
-        op: SearchOp,
-        now: datetime,
-        query_vectors: dict[str, list[float]],
-        refresh: dict[tuple[str, str], datetime],
-    ) -> list[SearchItem]:
-        """A semantic search (with a query); those without one run in `_search_direct`."""
-        assert op.query is not None
-        prefix = join_namespace(op.namespace_prefix) if op.namespace_prefix else None
-        dialect = conn.dialect
-        index = self._shared.index
-        assert index is not None  # _embed_queries raised otherwise
-        vector = query_vectors[op.query]
-        in_python = bool(op.filter) and sealed.active().enabled
-        sql_filter = None if in_python else op.filter
-        if await self._pgvector(conn):
-            # sealed values: filter the nearest candidates here (README: a filtered semantic
-            # search on an encrypted Store ranks within a widened window)
-            wanted = (op.offset + op.limit) * (_SEALED_WINDOW if in_python else 1)
-            scored = await pgvector.search(
-                conn, self.tenant_id, prefix, sql_filter, now, index, vector, wanted
-            )
-            if in_python:
-                kept = {id(r) for r in _python_filtered([r for _, r in scored], op.filter)}
-                scored = [(score, r) for score, r in scored if id(r) in kept]
-        else:
-            stmt, params = queries.search_vectors(
-                dialect, self.tenant_id, prefix, sql_filter, now, index.model_id
-            )
-            candidates = (await conn.execute(stmt, params)).all()
-            if in_python:
-                candidates = _python_filtered(candidates, op.filter)
-            scores = cosine_scores(vector, [r.embedding for r in candidates])
-            scored = list(zip(scores, candidates, strict=True))
-        window = rank(scored)[op.offset : op.offset + op.limit]
-        found = [(_search_item(row, score), row) for score, row in window]
-        if op.refresh_ttl:
-            for _, row in found:
-                if row.ttl_minutes is not None:
-                    refresh[(row.prefix, row.key)] = now + timedelta(minutes=row.ttl_minutes)
-        return [item for item, _ in found]
-
-    async def _pgvector(self, conn: AsyncConnection) -> bool:
-        shared = self._shared
-        if shared.pgvector is None:  # a store used without setup() (the server): detect once
-            shared.pgvector = shared.pgvector_mode == "auto" and await pgvector.detect(conn)
-        return shared.pgvector
-
-    async def _list_namespaces(
-        self, runner: Units, op: ListNamespacesOp, now: datetime
-    ) -> list[tuple[str, ...]]:
-        conditions = tuple(op.match_conditions or ())
-        lower, upper = "", None
-        for condition in conditions:
-            if condition.match_type == "prefix":
-                fixed: list[str] = []
-                for label in condition.path:
-                    if label == "*":
-                        break
-                    fixed.append(label)
-                if fixed:
-                    lower = join_namespace(tuple(fixed))
-                    upper = lower + "/"
-                break
-        direct = self._shared.direct
-        params = {"b_tenant": self.tenant_id, "b_now": now, "b_lower": lower, "b_upper": upper}
-        literal_only = op.max_depth is None and all(
-            c.match_type == "prefix" and "*" not in c.path for c in conditions[:1]
-        )
-        if literal_only and len(conditions) <= 1:
-            # Byte order of the joined prefixes is tuple order unless a label holds a
-            # character below "." (then "a-b" sorts before "a.x"); the range [p, p/) also
-            # admits only such siblings. Without one among the first offset + limit, those
-            # are the answer and the walk stops there.
-            want = op.offset + op.limit
-            stmt = direct.listing(upper is not None, True)
-            first = [row.prefix for row in await runner.fetch(stmt, {**params, "b_limit": want})]
-            if not any(ch < SEPARATOR for prefix in first for ch in prefix):
-                return [split_prefix(prefix) for prefix in first[op.offset : want]]
-        rows = await runner.fetch(direct.listing(upper is not None, False), params)
-        namespaces = [split_prefix(row.prefix) for row in rows]
-        namespaces = [ns for ns in namespaces if all(_matches(c, ns) for c in conditions)]
-        if op.max_depth is not None:
-            namespaces = sorted({ns[: op.max_depth] for ns in namespaces})
-        else:
-            namespaces.sort()
-        return namespaces[op.offset : op.offset + op.limit]
-
     # ------------------------------------------------------------------ writes
-
-    def _direct_writes(
-        self, puts: dict[tuple[str, str], PutOp], encoded: dict[tuple[str, str], str], now: datetime
-    ) -> list[Step]:
-        """The puts of a store without an index as direct steps: deletes (vectors an indexed
-        store may have left, then the items), then one upsert (one row per item)."""
-        direct = self._shared.direct
-        tenant = self.tenant_id
-        steps: list[Step] = []
-        removed = [
-            {"b_tenant": tenant, "b_prefix": p, "b_key": k}
-            for (p, k), op in puts.items()
-            if op.value is None
-        ]
-        if removed:
-            steps += [(direct.delete_vectors, removed), (direct.delete_items, removed)]
-        rows = item_rows(tenant, puts, now, _sealed(encoded))
-        if rows:
-            steps.append((direct.upsert, rows))
-        return steps
 
     async def _write_with_vectors(
         self,
@@ -609,36 +349,9 @@ class SQLStore(BaseStore):
         one = len(writes) + bool(refresh) <= 1
         async with (shared.autocommit if one else shared.engine).begin() as conn:
             if refresh:
-                await conn.execute(queries.refresh_expiry(), self._refresh_rows(refresh))
+                await conn.execute(queries.refresh_expiry(), refresh_rows(self.tenant_id, refresh))
             for statement, rows in writes:
                 await conn.execute(statement, rows)
-
-    # ------------------------------------------------------------------ embeddings
-
-    async def _embed_queries(self, searches: list[SearchOp]) -> dict[str, list[float]]:
-        queries_ = list(dict.fromkeys(op.query for op in searches if op.query is not None))
-        if not queries_:
-            return {}
-        index = self._shared.index
-        if index is None:
-            raise InvalidInput(
-                "semantic search needs an index: configure `store.index` (dims, embed, fields)"
-            )
-        vectors = await asyncio.gather(*(index.embeddings.aembed_query(q) for q in queries_))
-        return dict(zip(queries_, vectors, strict=True))
-
-    async def _embed_puts(
-        self, puts: dict[tuple[str, str], PutOp]
-    ) -> dict[tuple[str, str], list[tuple[str, bytes]]]:
-        index = self._shared.index
-        if index is None:
-            return {}
-        wanted: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for ident, op in puts.items():
-            if op.value is None or op.index is False:
-                continue
-            wanted[ident] = texts_to_embed(index, op.value, op.index)
-        return await embed_fields(index, wanted)
 
     # ------------------------------------------------------------------ maintenance
 

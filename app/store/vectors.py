@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import sys
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from langgraph.store.base import get_text_at_path
+from langgraph.store.base import PutOp, SearchOp, get_text_at_path
 
 from app.errors import InvalidInput
 from app.store.config import StoreIndex
@@ -106,3 +107,32 @@ async def embed_fields(
         ident: [(field_name, packed[text]) for field_name, text in pairs]
         for ident, pairs in wanted.items()
     }
+
+
+async def embed_queries(
+    index: StoreIndex | None, searches: list[SearchOp]
+) -> dict[str, list[float]]:
+    """The query vector of each distinct query of a batch's semantic searches."""
+    queries_ = list(dict.fromkeys(op.query for op in searches if op.query is not None))
+    if not queries_:
+        return {}
+    if index is None:
+        raise InvalidInput(
+            "semantic search needs an index: configure `store.index` (dims, embed, fields)"
+        )
+    vectors = await asyncio.gather(*(index.embeddings.aembed_query(q) for q in queries_))
+    return dict(zip(queries_, vectors, strict=True))
+
+
+async def embed_puts(
+    index: StoreIndex | None, puts: dict[tuple[str, str], PutOp]
+) -> dict[tuple[str, str], list[tuple[str, bytes]]]:
+    """The (field, packed vector) pairs of each put item that is indexed."""
+    if index is None:
+        return {}
+    wanted: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for ident, op in puts.items():
+        if op.value is None or op.index is False:
+            continue
+        wanted[ident] = texts_to_embed(index, op.value, op.index)
+    return await embed_fields(index, wanted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -9,9 +10,12 @@ from langgraph.store.base import PutOp
 from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect
 
+from app.db import sealed
+from app.db.direct import Step
 from app.db.tables import store_vectors
 from app.store import queries
 from app.store.config import StoreIndex
+from app.store.direct import DirectStore
 
 _CHUNK = 500  # rows per statement: well under both dialects' parameter limits
 
@@ -87,3 +91,46 @@ def write_statements(
     for start in range(0, len(vector_rows), _CHUNK):
         statements.append((store_vectors.insert(), vector_rows[start : start + _CHUNK]))
     return statements
+
+
+def refresh_rows(tenant: str, refresh: dict[tuple[str, str], datetime]) -> list[dict[str, Any]]:
+    """Rows of `queries.refresh_expiry` for the items whose TTL a batch's reads refreshed."""
+    return [
+        {"b_tenant": tenant, "b_prefix": p, "b_key": k, "b_expires_at": expires}
+        for (p, k), expires in refresh.items()
+    ]
+
+
+def direct_writes(
+    direct: DirectStore,
+    tenant: str,
+    puts: dict[tuple[str, str], PutOp],
+    encoded: dict[tuple[str, str], str],
+    now: datetime,
+) -> list[Step]:
+    """The puts of a store without an index as direct steps: deletes (vectors an indexed
+    store may have left, then the items), then one upsert (one row per item)."""
+    steps: list[Step] = []
+    removed = [
+        {"b_tenant": tenant, "b_prefix": p, "b_key": k}
+        for (p, k), op in puts.items()
+        if op.value is None
+    ]
+    if removed:
+        steps += [(direct.delete_vectors, removed), (direct.delete_items, removed)]
+    rows = item_rows(tenant, puts, now, sealed_values(encoded))
+    if rows:
+        steps.append((direct.upsert, rows))
+    return steps
+
+
+def sealed_values(encoded: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """Values as the direct upsert binds them (JSON text, bound raw): with a key, the JSON
+    string of their sealed envelope, as the `SealedJSON` column type would store them."""
+    keyring = sealed.active()
+    if not keyring.enabled:
+        return encoded
+    return {
+        ident: text if text == "{}" else json.dumps(keyring.seal_text(text))
+        for ident, text in encoded.items()
+    }

@@ -1,6 +1,6 @@
 """Deployment assets, checked by reading them (no Docker engine here).
 
-The Grafana dashboard only queries metrics app/metrics.py defines and its PromQL parses
+The Grafana dashboard only queries metrics app/metrics/ defines and its PromQL parses
 (promtool); the Prometheus config is valid; docker-compose.yml and the Dockerfile have the
 services, commands, users and health checks the deployment guide promises.
 """
@@ -56,7 +56,7 @@ def test_dashboard_queries_only_defined_metrics() -> None:
     assert exprs
     used = {name for expr in exprs for name in METRIC_NAME.findall(expr)}
     unknown = used - metrics.exposed_names()
-    assert not unknown, f"dashboard queries metrics app/metrics.py does not define: {unknown}"
+    assert not unknown, f"dashboard queries metrics app/metrics/ does not define: {unknown}"
 
 
 def test_dashboard_covers_the_operational_questions() -> None:

@@ -61,7 +61,9 @@ filters = st.one_of(
     st.builds(lambda x: {"nested": {"x": x}}, st.integers(0, 2)),
     st.builds(lambda x: {"nested": {"x": {"$gte": x}}}, st.integers(0, 2)),
     st.builds(lambda xs: {"list": xs}, st.lists(st.integers(0, 1), max_size=2)),
-    st.builds(lambda s, n: {"s": s, "n": {"$lt": n}}, st.sampled_from(["x", "y"]), st.integers()),
+    st.builds(
+        lambda s, n: {"s": s, "n": {"$lt": n}}, st.sampled_from(["x", "y"]), st.integers(-3, 3)
+    ),
 )
 paths = st.lists(st.sampled_from([*LABELS, "*"]), min_size=1, max_size=2).map(tuple)
 conditions = st.lists(
