@@ -2,8 +2,8 @@
 
 Every domain reads with `read(engine)` and writes with `transaction(engine)`, running the
 statements its own `queries.py` builds on the `AsyncConnection` it gets. Nothing else opens
-connections (the LISTEN listener, which needs a session-long connection, is the exception and
-says so).
+connections. The LISTEN listener keeps one connection of the same pool checked out for its
+whole life (LISTEN needs a session that lasts) and says so where it takes it.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from app.runs.listener import Listener
 from app.runs.notify import Kind, Notice
 from app.runs.peers import ANNOUNCE_SECONDS, Peers
 from app.runs.publisher import RunPublisher
+from app.runs.threadlog.watcher import LogWatcher
 from app.runs.watches import Watches
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,14 @@ class EventHub:
         self.listener = Listener(engine, self._on_notice, on_connected=self._connected)
         self._announcing: set[asyncio.Task[None]] = set()
         self._presence: asyncio.Task[None] | None = None
+        self._log_watcher: LogWatcher | None = None
+
+    def log_watcher(self, interval: float) -> LogWatcher:
+        """The process's one watcher of thread logs (its followers' shared backstop poll);
+        made on first use, since ThreadLog objects are made per request."""
+        if self._log_watcher is None:
+            self._log_watcher = LogWatcher(self, interval)
+        return self._log_watcher
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -20,7 +20,6 @@ from app.db.types import utcnow
 from app.runs.events import EventHub
 from app.runs.fencing import FencingToken
 from app.runs.threadlog.log import LogReadFailed, ThreadLog
-from app.runs.threadlog.watcher import watcher_for
 
 POLL = 0.05  # SQLite's backstop; PostgreSQL's is 5x (NOTIFY carries other processes')
 
@@ -79,7 +78,7 @@ async def test_followers_share_one_poll_and_get_missed_wakeups(engine: AsyncEngi
         for _ in range(10)
     ]
     await asyncio.sleep(backstop * 3)  # every follower did its first read and went idle
-    watcher = watcher_for(hub, backstop)
+    watcher = hub.log_watcher(backstop)
     assert watcher.watched == 2
     statements: list[str] = []
 
@@ -116,7 +115,7 @@ async def test_new_idle_followers_are_not_woken_in_a_burst(engine: AsyncEngine) 
     hub = EventHub(engine, retention_seconds=60)
     log = ThreadLog(engine, hub, poll_seconds=POLL)
     backstop = POLL * (5 if hub.cross_process else 1)
-    watcher = watcher_for(hub, backstop)
+    watcher = hub.log_watcher(backstop)
     polls_before = watcher.polls
     statements: list[str] = []
 

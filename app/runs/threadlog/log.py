@@ -26,7 +26,7 @@ from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.threadlog import queries
 from app.runs.threadlog.codec import decode_payload, encode_payload
-from app.runs.threadlog.watcher import Watch, watcher_for
+from app.runs.threadlog.watcher import Watch
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +252,7 @@ class ThreadLog:
         # thread, not per follower): rare where NOTIFY carries other processes' appends
         # (PostgreSQL), every poll_seconds where it cannot. Heartbeats keep their own clock.
         backstop = self.poll_seconds * (5 if self.hub.cross_process else 1)
-        watcher = watcher_for(self.hub, backstop)
+        watcher = self.hub.log_watcher(backstop)
         watch = watcher.watch(tenant_id, thread_id, since)
         try:
             async for batch in self._follow(tenant_id, thread_id, watch, heartbeat):

@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import weakref
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from app.db.access import read
-from app.runs.events import EventHub
 from app.runs.threadlog import queries
+
+if TYPE_CHECKING:
+    from app.runs.events import EventHub
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +104,3 @@ class LogWatcher:
                     last = rows.get(thread_id, 0)
                     if any(h.cursor < last for h in handles):
                         self.hub.wake_thread(thread_id)
-
-
-_WATCHERS: weakref.WeakKeyDictionary[EventHub, LogWatcher] = weakref.WeakKeyDictionary()
-
-
-def watcher_for(hub: EventHub, interval: float) -> LogWatcher:
-    """The process's watcher of `hub` (ThreadLog objects are made per request)."""
-    found = _WATCHERS.get(hub)
-    if found is None:
-        found = _WATCHERS[hub] = LogWatcher(hub, interval)
-    return found
