@@ -31,6 +31,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchkit import pg_database
+
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ("thread_get", "thread_create", "run_create", "run_get")
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/{db}"
@@ -154,19 +156,6 @@ class Child:
         self.proc.wait(timeout=30)
 
 
-async def _db(action: str, name: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/postgres")
-    try:
-        if action == "create":
-            await conn.execute(f'CREATE DATABASE "{name}"')
-        else:
-            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await conn.close()
-
-
 def main(args: argparse.Namespace) -> None:
     trees = {"candidate": ROOT}
     if args.profile and args.baseline_tree:  # profile the baseline tree instead
@@ -175,7 +164,7 @@ def main(args: argparse.Namespace) -> None:
         trees = {"baseline": Path(args.baseline_tree).resolve(), "candidate": ROOT}
     dbs = {name: f"gk_cpubench_{name}_{uuid.uuid4().hex[:8]}" for name in trees}
     for db in dbs.values():
-        asyncio.run(_db("create", db))
+        asyncio.run(pg_database("create", db))
     children: dict[str, Child] = {}
     try:
         # the child code is this file, run against each tree's `app` package
@@ -214,7 +203,7 @@ def main(args: argparse.Namespace) -> None:
         for child in children.values():
             child.close()
         for db in dbs.values():
-            asyncio.run(_db("drop", db))
+            asyncio.run(pg_database("drop", db))
 
 
 if __name__ == "__main__":

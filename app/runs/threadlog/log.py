@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from sqlalchemy import Insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -111,6 +112,40 @@ class LogEvent:
         return name if isinstance(name, str) and name else None
 
 
+def _append_statement(
+    tenant_id: str,
+    thread_id: str,
+    token: FencingToken,
+    events: Sequence[tuple[str, Sequence[str], Any]],
+    settled: bool,
+) -> Insert:
+    rows = [
+        (method, json.dumps(list(ns), separators=(",", ":")), encode_payload(data))
+        for method, ns, data in events
+    ]
+    return queries.append_events(
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        token=token,
+        rows=rows,
+        now=utcnow(),
+        settled=settled,
+    )
+
+
+async def _retrying_seq(write: Callable[[], Awaitable[None]]) -> None:
+    """Run `write` again on a seq collision (two writers took the same next seq; the unique
+    index refused one, which wrote nothing), with a short growing pause."""
+    for retry in range(_SEQ_RETRIES):
+        try:
+            await write()
+            return
+        except IntegrityError:
+            if retry == _SEQ_RETRIES - 1:
+                raise
+            await asyncio.sleep(0.002 * (retry + 1))
+
+
 class ThreadLog:
     def __init__(self, engine: AsyncEngine, hub: EventHub, *, poll_seconds: float = 1.0) -> None:
         self.engine = engine
@@ -130,30 +165,16 @@ class ThreadLog:
         longer owns its run (nothing was written)."""
         if not events:
             return
-        rows = [
-            (method, json.dumps(list(ns), separators=(",", ":")), encode_payload(data))
-            for method, ns, data in events
-        ]
-        statement = queries.append_events(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            token=token,
-            rows=rows,
-            now=utcnow(),
-            settled=settled,
-        )
-        for retry in range(_SEQ_RETRIES):
-            try:
-                async with transaction(self.engine) as conn:
-                    result = await conn.execute(statement)
-                    if result.rowcount == 0:
-                        raise AttemptSuperseded(token, "thread log append")
-                    await self.hub.notify(conn, "e", token.run_id, thread_id=thread_id)
-                break
-            except IntegrityError:
-                if retry == _SEQ_RETRIES - 1:
-                    raise
-                await asyncio.sleep(0.002 * (retry + 1))
+        statement = _append_statement(tenant_id, thread_id, token, events, settled)
+
+        async def write() -> None:
+            async with transaction(self.engine) as conn:
+                result = await conn.execute(statement)
+                if result.rowcount == 0:
+                    raise AttemptSuperseded(token, "thread log append")
+                await self.hub.notify(conn, "e", token.run_id, thread_id=thread_id)
+
+        await _retrying_seq(write)
         self.hub.wake_thread(thread_id)
 
     async def append_one_statement(
@@ -170,42 +191,28 @@ class ThreadLog:
         and retried on a seq collision as `append`."""
         if not events:
             return
-        rows = [
-            (method, json.dumps(list(ns), separators=(",", ":")), encode_payload(data))
-            for method, ns, data in events
-        ]
-        statement = queries.append_events(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            token=token,
-            rows=rows,
-            now=utcnow(),
-            settled=settled,
-        )
+        statement = _append_statement(tenant_id, thread_id, token, events, settled)
         announce = not self.hub.alone and self.engine.dialect.name == "postgresql"
-        for retry in range(_SEQ_RETRIES):
-            try:
-                async with transaction(self.engine, one_statement=True) as conn:
-                    if announce:
-                        payload = notify.encode(
-                            notify.Kind.EVENTS,
-                            token.run_id,
-                            origin=self.hub.origin,
-                            thread_id=thread_id,
-                        )
-                        query = queries.append_announced(
-                            statement, channel=notify.NOTIFY_CHANNEL, payload=payload
-                        )
-                        written = (await conn.execute(query)).scalar_one()
-                    else:
-                        written = (await conn.execute(statement)).rowcount
-                    if not written:
-                        raise AttemptSuperseded(token, "thread log append")
-                break
-            except IntegrityError:
-                if retry == _SEQ_RETRIES - 1:
-                    raise
-                await asyncio.sleep(0.002 * (retry + 1))
+
+        async def write() -> None:
+            async with transaction(self.engine, one_statement=True) as conn:
+                if announce:
+                    payload = notify.encode(
+                        notify.Kind.EVENTS,
+                        token.run_id,
+                        origin=self.hub.origin,
+                        thread_id=thread_id,
+                    )
+                    query = queries.append_announced(
+                        statement, channel=notify.NOTIFY_CHANNEL, payload=payload
+                    )
+                    written = (await conn.execute(query)).scalar_one()
+                else:
+                    written = (await conn.execute(statement)).rowcount
+                if not written:
+                    raise AttemptSuperseded(token, "thread log append")
+
+        await _retrying_seq(write)
         self.hub.wake_thread(thread_id)
 
     async def check_cursor(self, *, tenant_id: str, thread_id: str, since: int | None) -> None:
