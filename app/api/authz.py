@@ -28,9 +28,10 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.authz_rules import Rule, match
+from app.api.routing import replaying
 from app.assistants import service as assistants_service
 from app.auth.custom import AuthDenied, CustomAuth
 from app.auth.filters import EMPTY, merge_containment
@@ -81,20 +82,6 @@ async def read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def replaying(raw: bytes, receive: Receive) -> Receive:
-    """A `receive` that hands the app `raw` once, then the real messages (the disconnect)."""
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _json_object(raw: bytes) -> Any:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import re
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.routing import is_json_content_type
+from app.api.routing import is_json_content_type, replaying
 from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, text_problem, value_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -125,16 +125,8 @@ class BoundaryCheckMiddleware:
             if refused is not None:
                 await send_json(send, *refused)
                 return
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": raw, "more_body": False}
-            return await receive()  # later reads: the disconnect, as the app expects
-
-        await self.app(scope, replay, send)
+        # later reads get the disconnect, as the app expects
+        await self.app(scope, replaying(raw, receive), send)
 
 
 async def drain(receive: Receive) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
+from starlette.types import Message, Receive
 
 
 def operation_id(route: APIRoute) -> str:
@@ -43,3 +44,17 @@ def is_json_content_type(value: str) -> bool:
         return False
     subtype = message.get_content_subtype()
     return subtype == "json" or subtype.endswith("+json")
+
+
+def replaying(raw: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands the app `raw` once, then the real messages (the disconnect)."""
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        return await receive()
+
+    return replay

@@ -9,11 +9,11 @@ from fastapi import Query, Request, Response
 from langgraph.store.base import Item, SearchItem
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.routing import Match, Route
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.responses import json_response
-from app.api.routing import is_json_content_type, resource_router
+from app.api.routing import is_json_content_type, replaying, resource_router
 from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
@@ -216,14 +216,7 @@ class _SearchRoute(Route):
             if not message.get("more_body", False):
                 break
         raw = b"".join(chunks)
-        delivered = False
-
-        async def replay() -> Message:
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": raw, "more_body": False}
-            return await receive()
+        replay = replaying(raw, receive)
 
         body = _search_body(raw, Request(scope).headers.get("content-type"))
         if body is None:
