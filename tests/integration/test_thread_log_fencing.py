@@ -4,53 +4,15 @@ dense; a settled attempt may append only its own terminal."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.tables import runs, thread_events, threads
-from app.db.types import utcnow
+from app.db.tables import runs, thread_events
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.threadlog.log import ThreadLog
-
-
-async def _run(engine: AsyncEngine, *, attempt: int, status: str) -> tuple[str, str]:
-    thread_id, run_id, now = str(uuid.uuid4()), str(uuid.uuid4()), utcnow()
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(threads).values(
-                thread_id=thread_id,
-                tenant_id="t1",
-                status="busy",
-                metadata={},
-                config={},
-                interrupts={},
-                created_at=now,
-                updated_at=now,
-                state_updated_at=now,
-            )
-        )
-        await conn.execute(
-            insert(runs).values(
-                run_id=run_id,
-                tenant_id="t1",
-                thread_id=thread_id,
-                assistant_id=run_id,
-                graph_id="g",
-                status=status,
-                metadata={},
-                kwargs={},
-                multitask_strategy="enqueue",
-                created_at=now,
-                updated_at=now,
-                available_at=now,
-                attempt=attempt,
-            )
-        )
-    return thread_id, run_id
+from tests.integration.threadlog_rows import seed_thread_run
 
 
 async def _seqs(engine: AsyncEngine, thread_id: str) -> list[int]:
@@ -62,7 +24,7 @@ async def _seqs(engine: AsyncEngine, thread_id: str) -> list[int]:
 
 
 async def test_only_the_owning_attempt_appends(engine: AsyncEngine) -> None:
-    thread_id, run_id = await _run(engine, attempt=2, status="running")
+    thread_id, run_id = await seed_thread_run(engine, attempt=2, status="running")
     log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
     owner, stale = FencingToken(run_id, 2), FencingToken(run_id, 1)
     event = ("values", [], {"x": 1})
@@ -90,7 +52,7 @@ async def test_only_the_owning_attempt_appends(engine: AsyncEngine) -> None:
 async def test_one_statement_append_is_fenced(engine: AsyncEngine) -> None:
     """The root lifecycle's append (one statement; on PostgreSQL with its NOTIFY inside, the
     hub here not knowing itself alone) refuses a superseded attempt as `append` does."""
-    thread_id, run_id = await _run(engine, attempt=2, status="running")
+    thread_id, run_id = await seed_thread_run(engine, attempt=2, status="running")
     log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
     owner, stale = FencingToken(run_id, 2), FencingToken(run_id, 1)
     event = ("lifecycle", [], {"event": "running"})

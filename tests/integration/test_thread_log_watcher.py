@@ -11,53 +11,16 @@ import uuid
 from typing import Any
 
 import pytest
-from sqlalchemy import event, insert
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.engine import create_engine
-from app.db.tables import runs, threads
-from app.db.types import utcnow
 from app.runs.events import EventHub
 from app.runs.fencing import FencingToken
 from app.runs.threadlog.log import LogReadFailed, ThreadLog
+from tests.integration.threadlog_rows import seed_thread_run
 
 POLL = 0.05  # SQLite's backstop; PostgreSQL's is 5x (NOTIFY carries other processes')
-
-
-async def _thread_with_run(engine: AsyncEngine) -> tuple[str, str]:
-    thread_id, run_id, now = str(uuid.uuid4()), str(uuid.uuid4()), utcnow()
-    async with engine.begin() as conn:
-        await conn.execute(
-            insert(threads).values(
-                thread_id=thread_id,
-                tenant_id="t1",
-                status="busy",
-                metadata={},
-                config={},
-                interrupts={},
-                created_at=now,
-                updated_at=now,
-                state_updated_at=now,
-            )
-        )
-        await conn.execute(
-            insert(runs).values(
-                run_id=run_id,
-                tenant_id="t1",
-                thread_id=thread_id,
-                assistant_id=run_id,
-                graph_id="g",
-                status="running",
-                metadata={},
-                kwargs={},
-                multitask_strategy="enqueue",
-                created_at=now,
-                updated_at=now,
-                available_at=now,
-                attempt=1,
-            )
-        )
-    return thread_id, run_id
 
 
 async def _first_event(log: ThreadLog, thread_id: str) -> int:
@@ -71,7 +34,7 @@ async def test_followers_share_one_poll_and_get_missed_wakeups(engine: AsyncEngi
     hub = EventHub(engine, retention_seconds=60)
     log = ThreadLog(engine, hub, poll_seconds=POLL)
     backstop = POLL * (5 if hub.cross_process else 1)
-    pairs = [await _thread_with_run(engine) for _ in range(2)]
+    pairs = [await seed_thread_run(engine) for _ in range(2)]
     followers = [
         asyncio.create_task(_first_event(log, thread_id))
         for thread_id, _ in pairs
