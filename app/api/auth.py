@@ -34,11 +34,10 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request as StarletteRequest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.authz import read_body
 from app.api.authz_rules import match
 from app.api.docs import PUBLIC_DOCS_PATHS
 from app.api.errors import is_database_unavailable
-from app.api.routing import replaying
+from app.api.routing import read_body, replaying
 from app.auth.apikeys import authenticate_api_key, looks_like_api_key
 from app.auth.console_session import (
     CONSOLE_PREFIX,

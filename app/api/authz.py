@@ -31,7 +31,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.authz_rules import Rule, match
-from app.api.routing import replaying
+from app.api.routing import read_body, replaying
 from app.assistants import service as assistants_service
 from app.auth.custom import AuthDenied, CustomAuth
 from app.auth.filters import EMPTY, merge_containment
@@ -70,18 +70,6 @@ async def _send(send: Send, answer: _Answer) -> None:
     ] + [(k.lower().encode(), v.encode("latin-1", "replace")) for k, v in answer.headers.items()]
     await send({"type": "http.response.start", "status": answer.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
-
-
-async def read_body(receive: Receive) -> bytes | None:
-    """The whole request body, or None when the client went away first."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _json_object(raw: bytes) -> Any:

@@ -18,7 +18,7 @@ import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.api.routing import is_json_content_type, replaying
+from app.api.routing import is_json_content_type, read_body, replaying
 from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, text_problem, value_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -111,15 +111,9 @@ class BoundaryCheckMiddleware:
         if content_type is not None and not is_json_content_type(content_type):
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away (or the body limit answered already)
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
+        raw = await read_body(receive)
+        if raw is None:
+            return  # the client went away (or the body limit answered already)
         if raw:
             refused = body_problem(raw)
             if refused is not None:

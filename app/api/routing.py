@@ -58,3 +58,15 @@ def replaying(raw: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when the client went away first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)

@@ -13,7 +13,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.responses import json_response
-from app.api.routing import is_json_content_type, replaying, resource_router
+from app.api.routing import is_json_content_type, read_body, replaying, resource_router
 from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
@@ -207,17 +207,10 @@ class _SearchRoute(Route):
         if scope["method"] != "POST":
             await super().handle(scope, receive, send)  # Starlette's 405
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
+        raw = await read_body(receive)
+        if raw is None:
+            return  # the client went away
         replay = replaying(raw, receive)
-
         body = _search_body(raw, Request(scope).headers.get("content-type"))
         if body is None:
             await self._documented(scope, replay, send)
