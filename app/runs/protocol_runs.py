@@ -112,7 +112,7 @@ class ThreadStreamRuns:
         self._root_interrupted: set[str] = set()  # run ids whose root `interrupted` is logged
 
     async def _root(self, run: ClaimedRun, data: dict[str, Any], *, settled: bool) -> None:
-        await self.log.append_one_statement(
+        await self.log.append(
             tenant_id=run.tenant_id,
             thread_id=run.thread_id,
             token=FencingToken(run.run_id, run.attempt),

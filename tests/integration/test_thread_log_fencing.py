@@ -56,12 +56,8 @@ async def test_one_statement_append_is_fenced(engine: AsyncEngine) -> None:
     log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
     owner, stale = FencingToken(run_id, 2), FencingToken(run_id, 1)
     event = ("lifecycle", [], {"event": "running"})
-    await log.append_one_statement(tenant_id="t1", thread_id=thread_id, token=owner, events=[event])
+    await log.append(tenant_id="t1", thread_id=thread_id, token=owner, events=[event])
     with pytest.raises(AttemptSuperseded):
-        await log.append_one_statement(
-            tenant_id="t1", thread_id=thread_id, token=stale, events=[event]
-        )
-    await log.append_one_statement(
-        tenant_id="t1", thread_id=thread_id, token=owner, events=[event, event]
-    )
+        await log.append(tenant_id="t1", thread_id=thread_id, token=stale, events=[event])
+    await log.append(tenant_id="t1", thread_id=thread_id, token=owner, events=[event, event])
     assert await _seqs(engine, thread_id) == [1, 2, 3]

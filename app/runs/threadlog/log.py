@@ -162,37 +162,12 @@ class ThreadLog:
         settled: bool = False,
     ) -> None:
         """Append `(method, namespace, data)` events; AttemptSuperseded when the attempt no
-        longer owns its run (nothing was written)."""
+        longer owns its run (nothing was written). ONE autocommitted statement with its NOTIFY
+        inside on PostgreSQL (no BEGIN / COMMIT round trips); retried on a seq collision."""
         if not events:
             return
         statement = _append_statement(tenant_id, thread_id, token, events, settled)
-
-        async def write() -> None:
-            async with transaction(self.engine) as conn:
-                result = await conn.execute(statement)
-                if result.rowcount == 0:
-                    raise AttemptSuperseded(token, "thread log append")
-                await self.hub.notify(conn, "e", token.run_id, thread_id=thread_id)
-
-        await _retrying_seq(write)
-        self.hub.wake_thread(thread_id)
-
-    async def append_one_statement(
-        self,
-        *,
-        tenant_id: str,
-        thread_id: str,
-        token: FencingToken,
-        events: Sequence[tuple[str, Sequence[str], Any]],
-        settled: bool = False,
-    ) -> None:
-        """`append` as ONE autocommitted statement, the NOTIFY inside it on PostgreSQL: no
-        BEGIN / COMMIT round trips (a run's root `running`, written once per run). Fenced
-        and retried on a seq collision as `append`."""
-        if not events:
-            return
-        statement = _append_statement(tenant_id, thread_id, token, events, settled)
-        announce = not self.hub.alone and self.engine.dialect.name == "postgresql"
+        announce = self.hub.cross_process and not self.hub.alone  # PostgreSQL with peers
 
         async def write() -> None:
             async with transaction(self.engine, one_statement=True) as conn:
