@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -31,7 +31,17 @@ from app.db.direct import DirectStatement
 from app.db.executor import Executor
 
 _LIST_PAGE = 100  # checkpoints decoded per values-and-writes round trip in `alist`
+_T = TypeVar("_T")
 _OFFLOAD_BYTES = 256 * 1024  # decode bigger results in a worker thread, off the event loop
+
+
+async def _decoded(size: int, decode: Callable[..., _T], *args: Any) -> _T:
+    """`decode(*args)`, in a worker thread when the `size` bytes it decodes are many."""
+    if size > _OFFLOAD_BYTES:
+        return await asyncio.to_thread(decode, *args)
+    return decode(*args)
+
+
 _CHECKPOINT_ID_MAX = 64  # longest checkpoint id (and stored run id) accepted
 
 
@@ -162,12 +172,14 @@ class CheckpointReads:
         self._ensure_loop()
         rows = await self._direct.fetch(query, params)
         thread_id, checkpoint_ns = params["thread_id"], params["checkpoint_ns"]
-        if tuple_rows.blob_bytes(rows) > _OFFLOAD_BYTES:
-            found = await asyncio.to_thread(
-                tuple_rows.get_tuple, self.serde, thread_id, checkpoint_ns, rows
-            )
-        else:
-            found = tuple_rows.get_tuple(self.serde, thread_id, checkpoint_ns, rows)
+        found = await _decoded(
+            tuple_rows.blob_bytes(rows),
+            tuple_rows.get_tuple,
+            self.serde,
+            thread_id,
+            checkpoint_ns,
+            rows,
+        )
         return found, tuple_rows.guard_values(rows)
 
     async def alist(
@@ -280,12 +292,14 @@ class CheckpointReads:
             query = self._list_latest if before_id is None else self._list_before
         self._ensure_loop()
         rows = await self._direct.fetch(query, params)
-        if tuple_rows.blob_bytes(rows) > _OFFLOAD_BYTES:
-            found = await asyncio.to_thread(
-                tuple_rows.page_tuples, self.serde, thread_id, checkpoint_ns, rows
-            )
-        else:
-            found = tuple_rows.page_tuples(self.serde, thread_id, checkpoint_ns, rows)
+        found = await _decoded(
+            tuple_rows.blob_bytes(rows),
+            tuple_rows.page_tuples,
+            self.serde,
+            thread_id,
+            checkpoint_ns,
+            rows,
+        )
         return found, tuple_rows.guard_values(rows)
 
     async def _values_and_writes(
@@ -299,9 +313,7 @@ class CheckpointReads:
         """Decode a page of `alist`; rows are (thread_id, checkpoint_ns, row)."""
         size = sum(len(h.checkpoint) for h in headers)
         size += sum(len(r[2].blob or b"") for r in rows)
-        if size > _OFFLOAD_BYTES:
-            return await asyncio.to_thread(tuple_rows.build_tuples, self.serde, headers, rows)
-        return tuple_rows.build_tuples(self.serde, headers, rows)
+        return await _decoded(size, tuple_rows.build_tuples, self.serde, headers, rows)
 
     # ----------------------------------------------------------------- delta history
 
@@ -328,6 +340,5 @@ class CheckpointReads:
         def loads(type_tag: str, data: bytes) -> Any:
             return codec.loads(self.serde, type_tag, data)
 
-        if sum(len(r.blob or b"") for r in rows) > _OFFLOAD_BYTES:
-            return await asyncio.to_thread(delta.assemble_history, channels, rows, loads)
-        return delta.assemble_history(channels, rows, loads)
+        size = sum(len(r.blob or b"") for r in rows)
+        return await _decoded(size, delta.assemble_history, channels, rows, loads)
