@@ -194,7 +194,7 @@ def _terminal_cte(b: dict[str, Any], r: Any, t: Any, now: Any) -> Any:
     te = thread_events
     seq = (
         select(func.coalesce(func.max(te.c.seq), 0) + literal(1, BigInteger))
-        .where(te.c.thread_id == b["thread_id"])
+        .where(te.c.tenant_id == b["tenant_id"], te.c.thread_id == b["thread_id"])
         .scalar_subquery()
     )
     interrupted = exists(

@@ -82,7 +82,7 @@ def append_events(
     fence = settled_by(token) if settled else still_owned(token)
     base = (
         select(func.coalesce(func.max(TE.c.seq), 0))
-        .where(TE.c.thread_id == thread_id)
+        .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id)
         .scalar_subquery()
     )
     selects: list[Select[Any]] = []
