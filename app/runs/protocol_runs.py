@@ -147,9 +147,11 @@ class ThreadStreamRuns:
             # a stateless run's thread goes with it and nobody can stream it: no log rows
             await classic()
             return
-        if not await self._logged_before(run):
-            await self._root(run, {"event": "running", "graph_name": run.graph_id}, settled=False)
+        running: Event = ("lifecycle", [], {"event": "running", "graph_name": run.graph_id})
+        first_attempt_log = not await self._logged_before(run)
         if not is_protocol_run(run.kwargs):
+            if first_attempt_log:
+                await self._root(run, running[2], settled=False)
             await classic()
             return
         kwargs = run.kwargs
@@ -165,6 +167,10 @@ class ThreadStreamRuns:
         context = kwargs.get("context") or None
         normaliser = ProtocolNormaliser(run.graph_id)
         writer = _BatchWriter(self.log, run, FencingToken(run.run_id, run.attempt))
+        if first_attempt_log:
+            # queued, not awaited: its append overlaps the graph's preparation (the first
+            # `values` no longer waits one round trip more); the writer keeps the order
+            writer.put([running])
         try:
             async with (
                 self.graphs.open(
