@@ -46,6 +46,38 @@ graph = builder.compile()
 """
 
 
+# app/examples/chat.py (the `agent` example: a fake chat model that streams its reply one
+# chunk per word and space) in one self-contained file, so the official server's venv, which
+# cannot import `app`, serves the very same graph.
+CHAT_GRAPH = """
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+
+async def respond(state, config):
+    text = next((m.text for m in reversed(state["messages"]) if isinstance(m, HumanMessage)), "")
+    reply = f"You said: {text}" if text else "Hello! Say something."
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=reply)]))
+    message = await model.ainvoke(state["messages"], config)
+    return {"messages": [AIMessage(content=message.text, id=message.id)]}
+
+
+builder = StateGraph(MessagesState)
+builder.add_node("respond", respond)
+builder.add_edge(START, "respond")
+graph = builder.compile()
+"""
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process, MB (both servers run as a single process)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -130,6 +162,15 @@ async def langgraph_dev_server(
 ) -> AsyncIterator[str]:
     """The official `langgraph dev` (in-memory) from its own venv on a free loopback port,
     serving `tmp/langgraph.json`; yields its URL."""
+    async with langgraph_dev_process(tmp, say) as (url, _proc):
+        yield url
+
+
+@asynccontextmanager
+async def langgraph_dev_process(
+    tmp: Path, say: Callable[[str], None] = lambda _message: None
+) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
+    """As langgraph_dev_server, yielding the process too (its pid: RSS, CPU time)."""
     say("installing / finding langgraph-cli[inmem] in .bench-venvs/")
     exe = await asyncio.to_thread(install_langgraph_dev)
     port = free_port()
@@ -140,7 +181,7 @@ async def langgraph_dev_server(
         url = f"http://127.0.0.1:{port}"
         await wait_ready(url, proc, tmp / "langgraph-dev.log")
         say(f"langgraph dev ready at {url} (pid {proc.pid})")
-        yield url
+        yield url, proc
 
 
 # --------------------------------------------------------------------------- where time goes
