@@ -1,14 +1,14 @@
 """Database round trips and socket sends per fresh-thread runs/wait, counted, not timed.
 
 One in-process server (httpx ASGI transport: no HTTP sockets, so every socket send counted is
-a database one), one in-process worker, PostgreSQL, the echo graph. After a warm-up it runs
-`--runs` times "POST /threads, then POST /threads/{id}/runs/wait" sequentially under cProfile
-and prints, per run, the calls of asyncpg's protocol entry points (each one round trip:
-bind_execute = fetch/execute of a prepared statement, bind_execute_many = executemany,
-query = simple-query protocol such as BEGIN/COMMIT/NOTIFY, prepare = a statement's first
-parse) and of socket send. Call counts do not depend on machine load.
+a database one) with in-process workers, PostgreSQL, the echo graph. After a warm-up it runs
+`--runs` times "POST /threads, then POST /threads/{id}/runs/wait" from `--clients` concurrent
+clients under cProfile and prints, per run, the calls of asyncpg's Python entry points
+(connection.py / prepared_stmt.py: executions of prepared statements and simple queries) and
+of socket send (asyncpg writes each exchange in one send: the round trips). asyncpg's Cython
+protocol methods are invisible to cProfile, hence these. Call counts do not depend on load.
 
-    python bench/run_roundtrips.py [--runs 50] [--top 0] [--sql]
+    python bench/run_roundtrips.py [--runs 50] [--clients 1] [--top 0] [--sql]
 
 `--sql` also lists the statements sent per run (asyncpg's Python entry points wrapped while the
 profile runs), so a count can be tied to the code that sends it.
@@ -75,7 +75,7 @@ def _record_statements() -> None:
 RECORDING = False
 
 
-async def _measure(db: str, runs: int, top: int) -> dict[str, float]:
+async def _measure(db: str, runs: int, top: int, clients: int) -> dict[str, float]:
     global RECORDING
     import httpx
 
@@ -93,7 +93,11 @@ async def _measure(db: str, runs: int, top: int) -> dict[str, float]:
     config = tmp / "langgraph.json"
     config.write_text(json.dumps({"graphs": {"echo": str(tmp / "echo_graph.py") + ":graph"}}))
     settings = Settings(
-        database_url=url, workers=1, db_pool_size=4, db_max_overflow=0, config_file=config
+        database_url=url,
+        workers=clients,
+        db_pool_size=4 + clients // 4,
+        db_max_overflow=0,
+        config_file=config,
     )
     app = create_app(settings)
     body = {"assistant_id": "echo", "input": {"text": "x"}}
@@ -111,8 +115,7 @@ async def _measure(db: str, runs: int, top: int) -> dict[str, float]:
             profile = cProfile.Profile()
             RECORDING = True
             profile.enable()
-            for _ in range(runs):
-                await one()
+            await asyncio.gather(*[_client(one, runs // clients) for _ in range(clients)])
             profile.disable()
             RECORDING = False
     stats = pstats.Stats(profile)
@@ -130,10 +133,18 @@ async def _measure(db: str, runs: int, top: int) -> dict[str, float]:
     return counts
 
 
+async def _client(one: Callable[[], Any], count: int) -> None:
+    for _ in range(count):
+        await one()
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--top", type=int, default=0, help="also print the cProfile top N")
+    parser.add_argument(
+        "--clients", type=int, default=1, help="concurrent clients (and in-process workers)"
+    )
     parser.add_argument("--sql", action="store_true", help="also list statements per run")
     args = parser.parse_args()
     if args.sql:
@@ -141,7 +152,8 @@ async def main() -> int:
     db = f"gk_rt_{uuid.uuid4().hex[:8]}"
     await pg_database("create", db)
     try:
-        counts = await _measure(db, args.runs, args.top)
+        args.runs -= args.runs % args.clients
+        counts = await _measure(db, args.runs, args.top, args.clients)
     finally:
         await pg_database("drop", db)
     print(json.dumps({"per_run": counts}, indent=1))
