@@ -75,7 +75,7 @@ def _record_statements() -> None:
 RECORDING = False
 
 
-async def _measure(db: str, runs: int, top: int, clients: int) -> dict[str, float]:
+async def _measure(db: str, runs: int, top: int, clients: int, sort: str) -> dict[str, float]:
     global RECORDING
     import httpx
 
@@ -129,7 +129,7 @@ async def _measure(db: str, runs: int, top: int, clients: int) -> dict[str, floa
             key = "socket.send" if "socket" in name else f"{Path(file).stem}.{name}"
             counts[key] = round(counts.get(key, 0) + calls / runs, 2)
     if top:
-        stats.sort_stats("tottime").print_stats(top)
+        stats.sort_stats(sort).print_stats(top)
     return counts
 
 
@@ -145,6 +145,7 @@ async def main() -> int:
     parser.add_argument(
         "--clients", type=int, default=1, help="concurrent clients (and in-process workers)"
     )
+    parser.add_argument("--sort", default="tottime", help="cProfile order for --top")
     parser.add_argument("--sql", action="store_true", help="also list statements per run")
     args = parser.parse_args()
     if args.sql:
@@ -153,7 +154,7 @@ async def main() -> int:
     await pg_database("create", db)
     try:
         args.runs -= args.runs % args.clients
-        counts = await _measure(db, args.runs, args.top, args.clients)
+        counts = await _measure(db, args.runs, args.top, args.clients, args.sort)
     finally:
         await pg_database("drop", db)
     print(json.dumps({"per_run": counts}, indent=1))
