@@ -15,12 +15,12 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.auth import queries as q
 from app.auth.principal import Principal
 from app.db.access import read, transaction
-from app.db.tables import SYSTEM_TENANT, api_keys
+from app.db.tables import SYSTEM_TENANT
 from app.db.types import utcnow
 from app.errors import InvalidInput, NotFound
 
@@ -79,15 +79,17 @@ async def create_api_key(
     )
     async with transaction(engine) as conn:
         await conn.execute(
-            api_keys.insert().values(
-                key_id=info.key_id,
-                tenant_id=info.tenant_id,
-                user_id=info.user_id,
-                key_hash=hash_key(key),
-                read_only=info.read_only,
-                name=info.name,
-                created_at=info.created_at,
-                revoked_at=None,
+            q.insert_key(
+                {
+                    "key_id": info.key_id,
+                    "tenant_id": info.tenant_id,
+                    "user_id": info.user_id,
+                    "key_hash": hash_key(key),
+                    "read_only": info.read_only,
+                    "name": info.name,
+                    "created_at": info.created_at,
+                    "revoked_at": None,
+                }
             )
         )
     return info, key
@@ -95,19 +97,8 @@ async def create_api_key(
 
 async def list_api_keys(engine: AsyncEngine, *, tenant_id: str | None) -> list[ApiKeyInfo]:
     """Keys of one tenant, oldest first; `tenant_id=None` lists every tenant (operator CLI)."""
-    query = select(
-        api_keys.c.key_id,
-        api_keys.c.tenant_id,
-        api_keys.c.user_id,
-        api_keys.c.read_only,
-        api_keys.c.name,
-        api_keys.c.created_at,
-        api_keys.c.revoked_at,
-    ).order_by(api_keys.c.created_at, api_keys.c.key_id)
-    if tenant_id is not None:
-        query = query.where(api_keys.c.tenant_id == tenant_id)
     async with read(engine) as conn:
-        rows = (await conn.execute(query)).mappings().all()
+        rows = (await conn.execute(q.list_keys(tenant_id))).mappings().all()
     return [ApiKeyInfo(**row) for row in rows]
 
 
@@ -115,31 +106,9 @@ async def revoke_api_key(
     engine: AsyncEngine, *, key_id: str, tenant_id: str | None = None
 ) -> ApiKeyInfo:
     """Revoke a key (idempotent); raise NotFound if no such key (in that tenant, if given)."""
-    now = utcnow()
-    where = [api_keys.c.key_id == key_id]
-    if tenant_id is not None:
-        where.append(api_keys.c.tenant_id == tenant_id)
     async with transaction(engine) as conn:
-        await conn.execute(
-            update(api_keys).where(*where, api_keys.c.revoked_at.is_(None)).values(revoked_at=now)
-        )
-        row = (
-            (
-                await conn.execute(
-                    select(
-                        api_keys.c.key_id,
-                        api_keys.c.tenant_id,
-                        api_keys.c.user_id,
-                        api_keys.c.read_only,
-                        api_keys.c.name,
-                        api_keys.c.created_at,
-                        api_keys.c.revoked_at,
-                    ).where(*where)
-                )
-            )
-            .mappings()
-            .first()
-        )
+        await conn.execute(q.revoke_key(key_id, tenant_id, utcnow()))
+        row = (await conn.execute(q.get_key(key_id, tenant_id))).mappings().first()
     if row is None:
         raise NotFound(f"API key {key_id} not found")
     return ApiKeyInfo(**row)
@@ -152,11 +121,8 @@ async def authenticate_api_key(engine: AsyncEngine, key: str) -> Principal | Non
     """
     if not looks_like_api_key(key):
         return None
-    query = select(api_keys.c.tenant_id, api_keys.c.user_id, api_keys.c.read_only).where(
-        api_keys.c.key_hash == hash_key(key), api_keys.c.revoked_at.is_(None)
-    )
     async with read(engine) as conn:
-        row = (await conn.execute(query)).first()
+        row = (await conn.execute(q.live_key_by_hash(hash_key(key)))).first()
     if row is None:
         return None
     return Principal(
