@@ -1,6 +1,11 @@
-"""SQL for thread rows: pure builders and small executors taking `conn` and `tenant_id`.
+"""SQL for thread rows: pure statement builders (no connection, no I/O); the thread service,
+state.py and run_status.py execute them.
 
-The run engine's own thread-row changes live in run_status.py; both write the same row.
+Every builder takes the caller's `tenant_id` (or binds it). Statements whose shape never
+changes are built once (module constants), so SQLAlchemy's compiled cache
+and asyncpg's prepared statements see one object each; values then come as parameters.
+The busy rule (which runs keep a thread busy) is written once, here (`active_runs_on`,
+`thread_status_after`), and used by the run engine's settle on both dialects.
 """
 
 from __future__ import annotations
@@ -9,22 +14,27 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    ColumnElement,
+    Insert,
     LargeBinary,
     Select,
     bindparam,
+    case,
     cast,
     delete,
+    exists,
     func,
     insert,
+    or_,
     select,
     true,
     update,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Delete, Update
 
-from app.db.dialect import json_contains
+from app.db.dialect import insert_for, json_contains
 from app.db.listing import order_by
 from app.db.tables import (
     checkpoint_blobs,
@@ -35,6 +45,7 @@ from app.db.tables import (
     thread_events,
     threads,
 )
+from app.statuses import ACTIVE_RUN_STATUSES, ThreadStatus
 from app.threads.schemas import THREAD_SORT_COLUMNS, JSONObject, Thread, ThreadTTL
 
 T = threads.c
@@ -98,41 +109,15 @@ PATCH_THREAD_METADATA_PG = (
 )
 
 
-async def find_thread_row(
-    conn: AsyncConnection, *, tenant_id: str, thread_id: str
-) -> Row[Any] | None:
-    stmt = select(threads).where(T.thread_id == thread_id, T.tenant_id == tenant_id)
-    return (await conn.execute(stmt)).first()
+def thread_key(tenant_id: str, thread_id: str) -> JSONObject:
+    """The parameters of `THREAD_ROW` / `THREAD_METADATA`."""
+    return {"tenant_id": tenant_id, "thread_id": thread_id}
 
 
-_INSERT_THREAD = insert(threads)
-
-
-async def insert_thread(
-    conn: AsyncConnection,
-    *,
-    tenant_id: str,
-    thread_id: str,
-    metadata: JSONObject,
-    now: datetime,
-    values: Any = None,
-    interrupts: JSONObject | None = None,
-    status: str = "idle",
-    extra: JSONObject | None = None,
-) -> None:
-    await conn.execute(
-        _INSERT_THREAD,
-        thread_row(
-            tenant_id=tenant_id,
-            thread_id=thread_id,
-            metadata=metadata,
-            now=now,
-            values=values,
-            interrupts=interrupts,
-            status=status,
-            extra=extra,
-        ),
-    )
+# A new thread: the row comes as parameters (`thread_row`), not .values(), so the statement
+# is not rebuilt and re-coerced per thread; its compiled form is cached per set of columns
+# (the TTL ones are optional).
+INSERT_THREAD = insert(threads)
 
 
 def thread_row(
@@ -146,9 +131,8 @@ def thread_row(
     status: str = "idle",
     extra: JSONObject | None = None,
 ) -> JSONObject:
-    """A new thread's columns (the TTL ones only when `extra` has them)."""
-    # Parameters, not .values(): the statement is not rebuilt and re-coerced per thread, and
-    # its compiled form is cached per set of columns (the TTL ones are optional).
+    """A new thread's columns (the TTL ones only when `extra` has them): `INSERT_THREAD`'s
+    parameters."""
     return {
         "thread_id": thread_id,
         "tenant_id": tenant_id,
@@ -165,16 +149,14 @@ def thread_row(
     }
 
 
-async def update_thread_row(
-    conn: AsyncConnection, *, tenant_id: str, thread_id: str, values: JSONObject
-) -> None:
-    await conn.execute(
+def update_thread(tenant_id: str, thread_id: str, values: JSONObject) -> Update:
+    """Set `values` (column -> value) on the thread."""
+    return (
         update(threads).where(T.thread_id == thread_id, T.tenant_id == tenant_id).values(**values)
     )
 
 
-async def set_thread_state(
-    conn: AsyncConnection,
+def thread_state_update(
     *,
     tenant_id: str,
     thread_id: str,
@@ -182,13 +164,12 @@ async def set_thread_state(
     values: Any,
     interrupts: JSONObject,
     now: datetime,
-) -> None:
+) -> Update:
     """Refresh the values cache, interrupts and status after a state change."""
-    await update_thread_row(
-        conn,
-        tenant_id=tenant_id,
-        thread_id=thread_id,
-        values={
+    return update_thread(
+        tenant_id,
+        thread_id,
+        {
             "status": status,
             "values": values,
             "interrupts": interrupts,
@@ -198,38 +179,33 @@ async def set_thread_state(
     )
 
 
-async def delete_thread_rows(
-    conn: AsyncConnection, *, tenant_id: str, thread_ids: list[str]
-) -> list[str]:
-    """Delete threads with their runs and run events; returns the ids that existed."""
-    if not thread_ids:
-        return []
-    found = (
-        (
-            await conn.execute(
-                select(T.thread_id).where(T.tenant_id == tenant_id, T.thread_id.in_(thread_ids))
-            )
-        )
-        .scalars()
-        .all()
-    )
-    if not found:
-        return []
-    await conn.execute(
+def existing_thread_ids(tenant_id: str, thread_ids: list[str]) -> Select[Any]:
+    """Which of `thread_ids` the tenant has."""
+    return select(T.thread_id).where(T.tenant_id == tenant_id, T.thread_id.in_(thread_ids))
+
+
+def delete_thread_rows(tenant_id: str, thread_ids: list[str]) -> list[Delete]:
+    """Delete existing threads with their runs, run events and thread-stream log, in order
+    (the checkpoints are the saver's)."""
+    return [
         delete(run_events).where(
-            run_events.c.tenant_id == tenant_id, run_events.c.thread_id.in_(found)
-        )
-    )
-    await conn.execute(
+            run_events.c.tenant_id == tenant_id, run_events.c.thread_id.in_(thread_ids)
+        ),
         delete(thread_events).where(
-            thread_events.c.tenant_id == tenant_id, thread_events.c.thread_id.in_(found)
-        )
+            thread_events.c.tenant_id == tenant_id, thread_events.c.thread_id.in_(thread_ids)
+        ),
+        delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.thread_id.in_(thread_ids)),
+        delete(threads).where(T.tenant_id == tenant_id, T.thread_id.in_(thread_ids)),
+    ]
+
+
+def active_run_ids(tenant_id: str, thread_id: str) -> Select[Any]:
+    """Pending or running runs of the thread."""
+    return select(runs.c.run_id).where(
+        runs.c.tenant_id == tenant_id,
+        runs.c.thread_id == thread_id,
+        runs.c.status.in_(sorted(ACTIVE_RUN_STATUSES)),
     )
-    await conn.execute(
-        delete(runs).where(runs.c.tenant_id == tenant_id, runs.c.thread_id.in_(found))
-    )
-    await conn.execute(delete(threads).where(T.tenant_id == tenant_id, T.thread_id.in_(found)))
-    return list(found)
 
 
 def search_statement(
@@ -338,3 +314,164 @@ def filtered_thread_row_sqlite(auth_filter: JSONObject) -> Select[Any]:
 FILTERED_THREAD_ROW_PG = THREAD_ROW.where(
     T.metadata.op("@>")(bindparam("auth_filter", type_=postgresql.JSONB))
 )
+
+
+# --------------------------------------------------------------------------- the run engine's
+# thread-row statements (executed by run_status.py inside the run engine's transactions)
+
+# the busy rule below is the one place that says which runs keep a thread busy
+_ACTIVE = sorted(ACTIVE_RUN_STATUSES)
+
+
+def active_runs_on(
+    thread_id: Any, tenant_id: Any, *, other_than: Any = None
+) -> ColumnElement[bool]:
+    """EXISTS a pending or running run on the thread (other than `other_than`, if given)."""
+    conditions = [
+        runs.c.thread_id == thread_id,
+        runs.c.tenant_id == tenant_id,
+        # equalities, not IN: an IN list is an expanding parameter, re-rendered into the SQL
+        # on every execution of an otherwise cached statement (the run create's hot path)
+        or_(*(runs.c.status == status for status in _ACTIVE)),
+    ]
+    if other_than is not None:
+        conditions.append(runs.c.run_id != other_than)
+    return exists().where(*conditions)
+
+
+def thread_status_after(
+    thread_id: Any, tenant_id: Any, status: Any, *, other_than: Any = None
+) -> ColumnElement[str]:
+    """The thread's status once a run ended or was cancelled: `busy` while another run of it
+    is pending or running (busy wins), else `status` (idle / interrupted / error).
+
+    `other_than` names the ending run when the statement's snapshot still shows it running
+    (PostgreSQL's one-statement settle); a transaction that already ended it passes None."""
+    active = active_runs_on(thread_id, tenant_id, other_than=other_than)
+    return case((active, ThreadStatus.BUSY.value), else_=status)
+
+
+# One boolean: whether a run of the thread is pending or running (binds `tenant_id`,
+# `thread_id`: `thread_key`).
+HAS_ACTIVE_RUNS = select(active_runs_on(bindparam("thread_id"), bindparam("tenant_id")))
+
+
+def insert_thread_for_run(
+    dialect: str,
+    *,
+    tenant_id: str,
+    thread_id: str,
+    metadata: JSONObject,
+    config: JSONObject,
+    now: datetime,
+) -> Insert:
+    """A thread created for a run, already busy; ON CONFLICT DO NOTHING (rowcount 0: taken),
+    since a caught IntegrityError would abort a PostgreSQL transaction."""
+    stmt: Insert = (
+        insert_for(dialect, threads)
+        .values(
+            thread_id=thread_id,
+            tenant_id=tenant_id,
+            status=ThreadStatus.BUSY.value,
+            metadata=metadata,
+            config=config,
+            values=None,
+            interrupts={},
+            error=None,
+            created_at=now,
+            updated_at=now,
+            state_updated_at=now,
+        )
+        .on_conflict_do_nothing(index_elements=["thread_id"])
+    )
+    return stmt
+
+
+def mark_thread_busy(
+    *, tenant_id: str, thread_id: str, metadata: JSONObject, config: JSONObject, now: datetime
+) -> Update:
+    """Busy, with the thread's new full `metadata` and `config` (a run was queued)."""
+    return update_thread(
+        tenant_id,
+        thread_id,
+        {
+            "status": ThreadStatus.BUSY.value,
+            "metadata": metadata,
+            "config": config,
+            "updated_at": now,
+        },
+    )
+
+
+def settle_thread(
+    *, tenant_id: str, thread_id: str, status: str, changes: JSONObject, now: datetime
+) -> Update:
+    """The thread's status after a run (`status`, or busy by `thread_status_after`), with
+    `changes` (error, values cache, interrupts...), returning the status written."""
+    values = {
+        "status": thread_status_after(thread_id, tenant_id, status),
+        "updated_at": now,
+        **changes,
+    }
+    return update_thread(tenant_id, thread_id, values).returning(T.status)
+
+
+def delete_thread(tenant_id: str, thread_id: str) -> Delete:
+    """Delete one thread row (its runs go by the foreign key cascade)."""
+    return delete(threads).where(T.thread_id == thread_id, T.tenant_id == tenant_id)
+
+
+# --------------------------------------------------------------------------- search
+
+
+def thread_ids_by_metadata(dialect: str, *, tenant_id: str, metadata: JSONObject) -> Select[Any]:
+    """Ids of the tenant's threads whose metadata contains `metadata`."""
+    return filtered(select(T.thread_id), dialect, tenant_id=tenant_id, metadata=metadata)
+
+
+def search_page(
+    dialect: str,
+    *,
+    tenant_id: str,
+    metadata: JSONObject | None,
+    values: JSONObject | None,
+    status: str | None,
+    ids: list[str] | None,
+    sort_by: str | None,
+    sort_order: str | None,
+    limit: int,
+    offset: int,
+) -> Select[Any]:
+    """A page of the portable search (values written into the statement): `limit` rows
+    from `offset`, in the asked order with the thread id as tie breaker."""
+    stmt = filtered(
+        select(threads),
+        dialect,
+        tenant_id=tenant_id,
+        metadata=metadata,
+        values=values,
+        status=status,
+        ids=ids,
+    )
+    columns = {name: threads.c[name] for name in THREAD_SORT_COLUMNS}
+    stmt = stmt.order_by(*order_by(columns, sort_by, sort_order, tie_breaker=T.thread_id))
+    return stmt.limit(limit).offset(offset)
+
+
+def count_statement(
+    dialect: str,
+    *,
+    tenant_id: str,
+    metadata: JSONObject | None,
+    values: JSONObject | None,
+    status: str | None,
+) -> Select[Any]:
+    """The portable count of a search's matches."""
+    return filtered(
+        select(func.count()).select_from(threads),
+        dialect,
+        tenant_id=tenant_id,
+        metadata=metadata,
+        values=values,
+        status=status,
+    )

@@ -13,21 +13,19 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from uuid_utils.compat import uuid7
 
 from app.db import sealed
 from app.db.access import read, transaction
 from app.db.dialect import single_statement_autocommit
 from app.db.ids import parse_uuid
-from app.db.listing import check_select, check_sort_order, order_by
-from app.db.tables import runs, threads
+from app.db.listing import check_select, check_sort_order
 from app.db.types import utcnow
 from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.graphs.registry import GraphRegistry
-from app.statuses import RunStatus, ThreadStatus
+from app.statuses import ThreadStatus
 from app.threads import queries as q
 from app.threads.schemas import (
     THREAD_FIELDS,
@@ -175,35 +173,25 @@ class ThreadService:
         thread_id = parse_thread_id(body.thread_id) if body.thread_id else new_thread_id()
         now = utcnow()
         metadata = dict(body.metadata or {})
-        extra = q.ttl_columns(body.ttl, now)
+        row = q.thread_row(
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            metadata=metadata,
+            now=now,
+            extra=q.ttl_columns(body.ttl, now),
+        )
         existing = None
         try:
             if generated:
                 # A fresh UUIDv7 cannot exist yet: no lookup; the INSERT alone is the
                 # transaction (one autocommitted round trip on PostgreSQL).
                 async with transaction(self.engine, one_statement=True) as conn:
-                    await q.insert_thread(
-                        conn,
-                        tenant_id=tenant_id,
-                        thread_id=thread_id,
-                        metadata=metadata,
-                        now=now,
-                        extra=extra,
-                    )
+                    await conn.execute(q.INSERT_THREAD, row)
             else:
                 async with transaction(self.engine) as conn:
-                    existing = await q.find_thread_row(
-                        conn, tenant_id=tenant_id, thread_id=thread_id
-                    )
+                    existing = await _thread_row(conn, tenant_id, thread_id)
                     if existing is None:
-                        await q.insert_thread(
-                            conn,
-                            tenant_id=tenant_id,
-                            thread_id=thread_id,
-                            metadata=metadata,
-                            now=now,
-                            extra=extra,
-                        )
+                        await conn.execute(q.INSERT_THREAD, row)
         except IntegrityError:
             # Taken concurrently, or by another tenant (which must not be revealed).
             raise Conflict(f"Thread '{thread_id}' already exists") from None
@@ -246,22 +234,20 @@ class ThreadService:
                 raise NotFound(f"Thread '{thread_id}' not found")
             return q.row_to_thread(row)
         async with transaction(self.engine) as conn:
-            found = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+            found = await _thread_row(conn, tenant_id, thread_id)
             if found is None:
                 raise NotFound(f"Thread '{thread_id}' not found")
             changes: JSONObject = {"updated_at": now, **q.ttl_columns(body.ttl, now)}
             if body.metadata:
                 changes["metadata"] = {**(found.metadata or {}), **body.metadata}
-            await q.update_thread_row(
-                conn, tenant_id=tenant_id, thread_id=thread_id, values=changes
-            )
+            await conn.execute(q.update_thread(tenant_id, thread_id, changes))
         return await self.get_thread(tenant_id=tenant_id, thread_id=thread_id)
 
     async def delete_threads(self, *, tenant_id: str, thread_ids: list[str]) -> int:
         """Delete threads, their runs, run events and checkpoints, in one transaction; unknown
         ids are skipped."""
         async with transaction(self.engine) as conn:
-            deleted = await q.delete_thread_rows(conn, tenant_id=tenant_id, thread_ids=thread_ids)
+            deleted = await _delete_thread_rows(conn, tenant_id, thread_ids)
             if deleted:
                 await self.saver.for_tenant(tenant_id).adelete_threads_in(conn, deleted)
         return len(deleted)
@@ -274,21 +260,14 @@ class ThreadService:
     async def active_run_ids(self, *, tenant_id: str, thread_id: str) -> list[str]:
         """Pending or running runs of the thread (to cancel them before a delete)."""
         async with read(self.engine) as conn:
-            stmt = select(runs.c.run_id).where(
-                runs.c.tenant_id == tenant_id,
-                runs.c.thread_id == thread_id,
-                runs.c.status.in_((RunStatus.PENDING, RunStatus.RUNNING)),
-            )
+            stmt = q.active_run_ids(tenant_id, thread_id)
             return list((await conn.execute(stmt)).scalars().all())
 
     async def delete_threads_of_assistant(self, *, tenant_id: str, assistant_id: str) -> int:
         """Threads whose metadata.assistant_id is this assistant (DELETE ?delete_threads=true)."""
         async with read(self.engine) as conn:
-            stmt = q.filtered(
-                select(threads.c.thread_id),
-                conn.dialect.name,
-                tenant_id=tenant_id,
-                metadata={"assistant_id": assistant_id},
+            stmt = q.thread_ids_by_metadata(
+                conn.dialect.name, tenant_id=tenant_id, metadata={"assistant_id": assistant_id}
             )
             ids = list((await conn.execute(stmt)).scalars().all())
         return await self.delete_threads(tenant_id=tenant_id, thread_ids=ids)
@@ -342,20 +321,18 @@ class ThreadService:
         self, tenant_id: str, body: ThreadSearch, ids: list[str] | None
     ) -> list[Any]:
         async with read(self.engine) as conn:
-            stmt = q.filtered(
-                select(threads),
+            page = q.search_page(
                 conn.dialect.name,
                 tenant_id=tenant_id,
                 metadata=body.metadata,
                 values=body.values,
                 status=body.status,
                 ids=ids,
+                sort_by=body.sort_by,
+                sort_order=body.sort_order,
+                limit=body.limit + 1,
+                offset=body.offset,
             )
-            columns = {name: threads.c[name] for name in THREAD_SORT_COLUMNS}
-            stmt = stmt.order_by(
-                *order_by(columns, body.sort_by, body.sort_order, tie_breaker=threads.c.thread_id)
-            )
-            page = stmt.limit(body.limit + 1).offset(body.offset)
             return list((await conn.execute(page)).all())
 
     async def count_threads(self, *, tenant_id: str, body: ThreadCount) -> int:
@@ -364,8 +341,7 @@ class ThreadService:
             rows = await self._bound_search(tenant_id, body, count=True)
             return int(rows[0].n)
         async with read(self.engine) as conn:
-            stmt = q.filtered(
-                select(func.count()).select_from(threads),
+            stmt = q.count_statement(
                 conn.dialect.name,
                 tenant_id=tenant_id,
                 metadata=body.metadata,
@@ -384,8 +360,7 @@ class ThreadService:
         target_id = new_thread_id()
         now = utcnow()
         async with transaction(self.engine) as conn:
-            await q.insert_thread(
-                conn,
+            row = q.thread_row(
                 tenant_id=tenant_id,
                 thread_id=target_id,
                 metadata=dict(source.metadata),
@@ -393,6 +368,7 @@ class ThreadService:
                 values=source.values,
                 interrupts=dict(source.interrupts),
             )
+            await conn.execute(q.INSERT_THREAD, row)
         await self.saver.for_tenant(tenant_id).acopy_thread(source.thread_id, target_id)
         return await self.get_thread(tenant_id=tenant_id, thread_id=target_id)
 
@@ -402,13 +378,30 @@ class ThreadService:
         if body.strategy == "delete":
             return await self.delete_threads(tenant_id=tenant_id, thread_ids=ids)
         async with read(self.engine) as conn:
-            stmt = select(threads.c.thread_id).where(
-                threads.c.tenant_id == tenant_id, threads.c.thread_id.in_(ids)
+            found = list(
+                (await conn.execute(q.existing_thread_ids(tenant_id, ids))).scalars().all()
             )
-            found = list((await conn.execute(stmt)).scalars().all())
         if found:
             await self.saver.for_tenant(tenant_id).aprune(found, strategy="keep_latest")
         return len(found)
+
+
+async def _thread_row(conn: AsyncConnection, tenant_id: str, thread_id: str) -> Any:
+    return (await conn.execute(q.THREAD_ROW, q.thread_key(tenant_id, thread_id))).first()
+
+
+async def _delete_thread_rows(
+    conn: AsyncConnection, tenant_id: str, thread_ids: list[str]
+) -> list[str]:
+    """Delete threads with their runs and run events; returns the ids that existed."""
+    if not thread_ids:
+        return []
+    stmt = q.existing_thread_ids(tenant_id, thread_ids)
+    found = list((await conn.execute(stmt)).scalars().all())
+    if found:
+        for delete in q.delete_thread_rows(tenant_id, found):
+            await conn.execute(delete)
+    return found
 
 
 # `extract` on thread search (as the official server): at most this many aliases, each a

@@ -403,8 +403,7 @@ async def create_thread_with_supersteps(
         await storage.threads.delete_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
         raise InvalidInput(f"invalid supersteps: {exc}") from exc
     async with transaction(engine) as conn:
-        await q.set_thread_state(
-            conn,
+        stmt = q.thread_state_update(
             tenant_id=tenant_id,
             thread_id=thread.thread_id,
             status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
@@ -412,6 +411,7 @@ async def create_thread_with_supersteps(
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
         )
+        await conn.execute(stmt)
         if on_change is not None:
             await on_change(conn, thread.thread_id, latest)
     return await storage.threads.get_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
@@ -436,7 +436,7 @@ async def update_state(
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
     async with read(engine) as conn:  # one connection for both checks
-        row = await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id)
+        row = (await conn.execute(q.THREAD_ROW, q.thread_key(tenant_id, thread_id))).first()
         if row is None:
             raise NotFound(f"Thread '{thread_id}' not found")
         busy = await has_active_runs(conn, tenant_id=tenant_id, thread_id=thread_id)
@@ -460,8 +460,7 @@ async def update_state(
             raise InvalidInput(f"invalid state update: {exc}") from exc
         latest = snapshot_to_state(await graph.aget_state(_thread_config(thread.thread_id, None)))
     async with transaction(engine) as conn:
-        await q.set_thread_state(
-            conn,
+        stmt = q.thread_state_update(
             tenant_id=tenant_id,
             thread_id=thread.thread_id,
             status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
@@ -469,6 +468,7 @@ async def update_state(
             interrupts=_interrupts_by_task(latest),
             now=utcnow(),
         )
+        await conn.execute(stmt)
         if on_change is not None:
             await on_change(conn, thread.thread_id, latest)
     checkpoint = _checkpoint_json(new_config) or {}

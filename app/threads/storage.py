@@ -20,7 +20,8 @@ async def thread_storage(engine: AsyncEngine, *, tenant_id: str, thread_id: str)
         raise ValidationFailed(f"thread_id: {thread_id!r} is not a valid UUID") from None
     statements = q.storage_statements(engine.dialect.name, tenant_id=tenant_id, thread_id=thread_id)
     async with read(engine) as conn:
-        if await q.find_thread_row(conn, tenant_id=tenant_id, thread_id=thread_id) is None:
+        found = await conn.execute(q.THREAD_METADATA, q.thread_key(tenant_id, thread_id))
+        if found.first() is None:
             raise NotFound(f"Thread '{thread_id}' not found")
         out: dict[str, Any] = {"thread_id": thread_id}
         for name in ("checkpoints", "writes", "events"):
