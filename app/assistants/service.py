@@ -11,9 +11,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy.engine import Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.assistants import queries as q
 from app.assistants.schemas import (
@@ -29,14 +29,12 @@ from app.assistants.schemas import (
     JSONObject,
 )
 from app.db.access import read, transaction
-from app.db.dialect import upsert
 from app.db.ids import parse_uuid
-from app.db.listing import check_select, check_sort_order, order_by
-from app.db.tables import SYSTEM_TENANT, assistant_versions, assistants, runs
+from app.db.listing import check_select, check_sort_order
+from app.db.tables import SYSTEM_TENANT
 from app.db.types import utcnow
 from app.errors import Conflict, Forbidden, InvalidInput, NotFound
 from app.graphs.registry import GraphRegistry
-from app.statuses import RunStatus
 
 # The namespace the official server uses, so default assistant ids match it.
 SYSTEM_ASSISTANT_NAMESPACE = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
@@ -98,19 +96,8 @@ async def ensure_system_assistants(engine: AsyncEngine, *, graphs: GraphRegistry
             }
             row = {**values, "tenant_id": SYSTEM_TENANT, "created_at": now, "updated_at": now}
             changing = ["graph_id", "name", "description", "config", "context"]
-            await conn.execute(
-                upsert(dialect, assistants, row, keys=["assistant_id"], update=changing)
-            )
-            version_row = {k: v for k, v in row.items() if k != "updated_at"}
-            await conn.execute(
-                upsert(
-                    dialect,
-                    assistant_versions,
-                    version_row,
-                    keys=["assistant_id", "version"],
-                    update=changing,
-                )
-            )
+            for stmt in q.upsert_system_assistant(dialect, row, changing=changing):
+                await conn.execute(stmt)
 
 
 def resolve_assistant_id(value: str, *, graphs: GraphRegistry) -> str:
@@ -140,6 +127,13 @@ def _graph_filter(graphs: GraphRegistry, graph_id: str | None) -> None:
         _require_graph(graphs, graph_id)
 
 
+async def _assistant_row(
+    conn: AsyncConnection, tenant_id: str, assistant_id: str, *, for_update: bool = False
+) -> Row[Any] | None:
+    stmt = q.ASSISTANT_ROW_FOR_UPDATE if for_update else q.ASSISTANT_ROW
+    return (await conn.execute(stmt, q.assistant_key(tenant_id, assistant_id))).first()
+
+
 class AssistantService:
     """The assistant use cases on one engine, for the graphs registered in this server."""
 
@@ -152,7 +146,7 @@ class AssistantService:
         """The assistant, or 404 (also when its graph is not registered here)."""
         assistant_id = parse_uuid(assistant_id, what="assistant_id")
         async with read(self.engine) as conn:
-            row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+            row = await _assistant_row(conn, tenant_id, assistant_id)
         if row is None or not self.graphs.has(row.graph_id):
             raise NotFound(f"Assistant '{assistant_id}' not found")
         return q.row_to_assistant(row)
@@ -177,10 +171,17 @@ class AssistantService:
         }
         try:
             async with transaction(self.engine) as conn:
-                existing = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+                existing = await _assistant_row(conn, tenant_id, assistant_id)
                 if existing is None:
                     # An id taken by another tenant must not be revealed; the insert fails below.
-                    await q.insert_assistant(conn, tenant_id=tenant_id, values=values, now=utcnow())
+                    now = utcnow()
+                    await conn.execute(
+                        q.INSERT_ASSISTANT,
+                        q.assistant_row(tenant_id=tenant_id, values=values, now=now),
+                    )
+                    await conn.execute(
+                        q.INSERT_VERSION, q.version_row(tenant_id=tenant_id, values=values, now=now)
+                    )
         except IntegrityError:
             existing = None
             raise Conflict(f"Assistant '{assistant_id}' already exists") from None
@@ -198,9 +199,7 @@ class AssistantService:
         if body.graph_id is not None:
             _require_graph(self.graphs, body.graph_id)
         async with transaction(self.engine) as conn:
-            row = await q.find_row(
-                conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
-            )
+            row = await _assistant_row(conn, tenant_id, assistant_id, for_update=True)
             _own_row(row, assistant_id, tenant_id)
             assert row is not None
             if body.config is not None or body.context is not None:
@@ -209,7 +208,8 @@ class AssistantService:
                     config = {**(row.config or {}), "configurable": context}
             else:
                 config, context = row.config or {}, row.context or {}
-            version = await q.max_version(conn, tenant_id=tenant_id, assistant_id=assistant_id) + 1
+            latest = (await conn.execute(q.max_version(tenant_id, assistant_id))).scalar_one()
+            version = int(latest or 0) + 1
             values: JSONObject = {
                 "assistant_id": assistant_id,
                 "graph_id": body.graph_id or row.graph_id,
@@ -223,12 +223,11 @@ class AssistantService:
                 "version": version,
             }
             now = utcnow()
-            await q.insert_version(conn, tenant_id=tenant_id, values=values, now=now)
-            await q.update_assistant(
-                conn,
-                tenant_id=tenant_id,
-                assistant_id=assistant_id,
-                values={**values, "updated_at": now},
+            await conn.execute(
+                q.INSERT_VERSION, q.version_row(tenant_id=tenant_id, values=values, now=now)
+            )
+            await conn.execute(
+                q.update_assistant(tenant_id, assistant_id, {**values, "updated_at": now})
             )
         return await self.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
 
@@ -236,20 +235,17 @@ class AssistantService:
         """Pending or running runs of this assistant (cancelled before it is deleted)."""
         assistant_id = parse_uuid(assistant_id, what="assistant_id")
         async with read(self.engine) as conn:
-            stmt = select(runs.c.run_id).where(
-                runs.c.tenant_id == tenant_id,
-                runs.c.assistant_id == assistant_id,
-                runs.c.status.in_((RunStatus.PENDING, RunStatus.RUNNING)),
-            )
+            stmt = q.active_run_ids(tenant_id, assistant_id)
             return list((await conn.execute(stmt)).scalars().all())
 
     async def delete_assistant(self, *, tenant_id: str, assistant_id: str) -> None:
         """Delete the assistant and all its versions (404 if it is not this tenant's)."""
         assistant_id = parse_uuid(assistant_id, what="assistant_id")
         async with transaction(self.engine) as conn:
-            row = await q.find_row(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+            row = await _assistant_row(conn, tenant_id, assistant_id)
             _own_row(row, assistant_id, tenant_id)
-            await q.delete_assistant(conn, tenant_id=tenant_id, assistant_id=assistant_id)
+            for stmt in q.delete_assistant(tenant_id, assistant_id):
+                await conn.execute(stmt)
 
     async def _bound_search(
         self, tenant_id: str, body: AssistantSearch | AssistantCount, *, count: bool
@@ -291,26 +287,19 @@ class AssistantService:
 
     async def _search_rows(self, tenant_id: str, body: AssistantSearch) -> list[Any]:
         async with read(self.engine) as conn:
-            stmt = q.filtered(
-                select(assistants),
+            stmt = q.search_page(
                 conn.dialect.name,
                 tenant_id=tenant_id,
                 graph_ids=self.graphs.graph_ids(),
                 metadata=body.metadata,
                 graph_id=body.graph_id,
                 name=body.name,
+                sort_by=body.sort_by,
+                sort_order=body.sort_order,
+                limit=body.limit + 1,
+                offset=body.offset,
             )
-            columns = {name: assistants.c[name] for name in ASSISTANT_SORT_COLUMNS}
-            stmt = stmt.order_by(
-                *order_by(
-                    columns,
-                    body.sort_by,
-                    body.sort_order,
-                    case_insensitive=("name", "graph_id"),
-                    tie_breaker=assistants.c.assistant_id,
-                )
-            )
-            return list((await conn.execute(stmt.limit(body.limit + 1).offset(body.offset))).all())
+            return list((await conn.execute(stmt)).all())
 
     async def count_assistants(self, *, tenant_id: str, body: AssistantCount) -> int:
         _graph_filter(self.graphs, body.graph_id)
@@ -318,8 +307,7 @@ class AssistantService:
             rows = await self._bound_search(tenant_id, body, count=True)
             return int(rows[0].n)
         async with read(self.engine) as conn:
-            stmt = q.filtered(
-                select(func.count()).select_from(assistants),
+            stmt = q.count_statement(
                 conn.dialect.name,
                 tenant_id=tenant_id,
                 graph_ids=self.graphs.graph_ids(),
@@ -340,8 +328,10 @@ class AssistantService:
                 tenant_id=tenant_id,
                 assistant_id=assistant.assistant_id,
                 metadata=body.metadata,
+                limit=body.limit,
+                offset=body.offset,
             )
-            rows = (await conn.execute(stmt.limit(body.limit).offset(body.offset))).all()
+            rows = (await conn.execute(stmt)).all()
         return [q.row_to_version(row) for row in rows]
 
     async def set_latest_version(
@@ -350,29 +340,27 @@ class AssistantService:
         """Make an existing version current again (its config, context, metadata, name...)."""
         assistant_id = parse_uuid(assistant_id, what="assistant_id")
         async with transaction(self.engine) as conn:
-            row = await q.find_row(
-                conn, tenant_id=tenant_id, assistant_id=assistant_id, for_update=True
-            )
+            row = await _assistant_row(conn, tenant_id, assistant_id, for_update=True)
             _own_row(row, assistant_id, tenant_id)
-            chosen = await q.find_version(
-                conn, tenant_id=tenant_id, assistant_id=assistant_id, version=version
-            )
+            found = await conn.execute(q.find_version(tenant_id, assistant_id, version))
+            chosen = found.first()
             if chosen is None:
                 raise NotFound(f"Assistant '{assistant_id}' has no version {version}")
-            await q.update_assistant(
-                conn,
-                tenant_id=tenant_id,
-                assistant_id=assistant_id,
-                values={
-                    "graph_id": chosen.graph_id,
-                    "name": chosen.name,
-                    "description": chosen.description,
-                    "config": chosen.config,
-                    "context": chosen.context,
-                    "metadata": chosen.metadata,
-                    "version": chosen.version,
-                    "updated_at": utcnow(),
-                },
+            await conn.execute(
+                q.update_assistant(
+                    tenant_id,
+                    assistant_id,
+                    {
+                        "graph_id": chosen.graph_id,
+                        "name": chosen.name,
+                        "description": chosen.description,
+                        "config": chosen.config,
+                        "context": chosen.context,
+                        "metadata": chosen.metadata,
+                        "version": chosen.version,
+                        "updated_at": utcnow(),
+                    },
+                )
             )
         return await self.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
 
