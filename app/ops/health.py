@@ -6,11 +6,11 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db import migrate
 from app.db.access import read
+from app.ops import queries
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class Readiness:
 
 async def _probe(engine: AsyncEngine) -> str | None:
     async with read(engine) as conn:
-        await conn.execute(text("SELECT 1"))
+        await conn.execute(queries.PING)
     return await migrate.current_revision(engine)
 
 

@@ -1,13 +1,41 @@
-"""Statements of the ops tools (`graphkeep doctor`): generic over the schema's tables."""
+"""Statements of the ops tools: pure builders (no connection, no I/O).
+
+`graphkeep doctor` (generic over the schema's tables), the retention sweeps, the readiness
+probe and the queue gauge. The sweeps and the gauge work across every tenant on purpose: they
+are operator tasks, never reachable from a request, and a row they change is addressed by its
+own `tenant_id` (the documented exception to "every statement takes the caller's tenant_id").
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, LargeBinary, Select, String, Table, Text, Update, cast, select
+from sqlalchemy import (
+    JSON,
+    Column,
+    LargeBinary,
+    Select,
+    String,
+    Table,
+    Text,
+    TextClause,
+    Update,
+    and_,
+    cast,
+    delete,
+    func,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.sql.dml import Delete, ReturningDelete
 from sqlalchemy.types import TypeDecorator
 
-from app.db.tables import metadata
+from app.db.tables import metadata, run_events, runs, thread_events, threads
+from app.statuses import ACTIVE_RUN_STATUSES, ThreadStatus
+
+T = threads.c
 
 
 def stored_type(column: Column[Any]) -> Any:
@@ -46,3 +74,94 @@ def repair_row(table: Table, key: dict[str, Any], values: dict[str, Any]) -> Upd
     """Write the repaired `values` into the row with primary key `key`."""
     conditions = [table.c[name] == value for name, value in key.items()]
     return table.update().where(*conditions).values(**values)
+
+
+# --------------------------------------------------------------------------- health, gauges
+
+# Readiness: the database answers
+PING: TextClause = text("SELECT 1")
+
+
+def queue_depth() -> Select[Any]:
+    """(status, count) of pending and running runs, every tenant (one deployment-wide gauge)."""
+    return (
+        select(runs.c.status, func.count())
+        .where(runs.c.status.in_(sorted(ACTIVE_RUN_STATUSES)))
+        .group_by(runs.c.status)
+    )
+
+
+# --------------------------------------------------------------------------- thread TTL
+
+
+def threads_without_ttl(limit: int) -> Select[Any]:
+    """Up to `limit` threads (every tenant) with no TTL yet: the default TTL's next batch."""
+    return (
+        select(T.tenant_id, T.thread_id, T.updated_at)
+        .where(T.ttl_minutes.is_(None), T.expires_at.is_(None))
+        .limit(limit)
+    )
+
+
+def stamp_ttl(
+    tenant_id: str, thread_id: str, *, ttl_minutes: float, strategy: str, expires_at: datetime
+) -> Update:
+    """Give one thread the default TTL, unless it got its own meanwhile."""
+    return (
+        update(threads)
+        .where(T.tenant_id == tenant_id, T.thread_id == thread_id, T.ttl_minutes.is_(None))
+        .values(ttl_minutes=ttl_minutes, ttl_strategy=strategy, expires_at=expires_at)
+    )
+
+
+def expired_threads(now: datetime, limit: int) -> Select[Any]:
+    """Up to `limit` threads (every tenant) expired at `now` and not busy, oldest expiry first."""
+    return (
+        select(T.tenant_id, T.thread_id, T.ttl_strategy, T.ttl_minutes)
+        .where(T.expires_at <= now, T.status != ThreadStatus.BUSY)
+        .order_by(T.expires_at)
+        .limit(limit)
+    )
+
+
+def delete_expired_thread(tenant_id: str, thread_id: str, now: datetime) -> ReturningDelete[Any]:
+    """Delete the thread if it is still expired and not busy (a thread that got a run or a
+    new TTL since it was selected survives); returns its id when it went."""
+    return (
+        delete(threads)
+        .where(
+            T.tenant_id == tenant_id,
+            T.thread_id == thread_id,
+            T.expires_at <= now,
+            T.status != ThreadStatus.BUSY,
+        )
+        .returning(T.thread_id)
+    )
+
+
+def delete_thread_events(tenant_id: str, thread_id: str) -> list[Delete]:
+    """A deleted thread's run events and thread-stream log (they carry no foreign key)."""
+    return [
+        delete(run_events).where(
+            run_events.c.tenant_id == tenant_id, run_events.c.thread_id == thread_id
+        ),
+        delete(thread_events).where(
+            thread_events.c.tenant_id == tenant_id, thread_events.c.thread_id == thread_id
+        ),
+    ]
+
+
+def rearm_ttl(tenant_id: str, thread_id: str, now: datetime, expires_at: datetime | None) -> Update:
+    """A pruned (keep_latest) thread's next expiry, if it is still expired at `now`."""
+    return (
+        update(threads)
+        .where(T.tenant_id == tenant_id, T.thread_id == thread_id, T.expires_at <= now)
+        .values(expires_at=expires_at)
+    )
+
+
+def expired_run_events(now: datetime) -> Delete:
+    """Stream events (every tenant) whose retention ended at `now`."""
+    return delete(run_events).where(
+        and_(run_events.c.expires_at.is_not(None), run_events.c.expires_at <= now)
+    )

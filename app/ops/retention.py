@@ -29,15 +29,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db.access import read, transaction
-from app.db.tables import run_events, thread_events, threads
 from app.db.types import utcnow
 from app.errors import InvalidInput
-from app.statuses import ThreadStatus
+from app.ops import queries
 
 log = logging.getLogger(__name__)
 
@@ -101,24 +99,14 @@ async def stamp_default_ttl(engine: AsyncEngine, policy: ThreadTTLPolicy) -> int
     stamped = 0
     while True:
         async with transaction(engine) as conn:
-            rows = (
-                await conn.execute(
-                    select(threads.c.tenant_id, threads.c.thread_id, threads.c.updated_at)
-                    .where(threads.c.ttl_minutes.is_(None), threads.c.expires_at.is_(None))
-                    .limit(BATCH_SIZE)
-                )
-            ).all()
+            rows = (await conn.execute(queries.threads_without_ttl(BATCH_SIZE))).all()
             for row in rows:
                 await conn.execute(
-                    update(threads)
-                    .where(
-                        threads.c.tenant_id == row.tenant_id,
-                        threads.c.thread_id == row.thread_id,
-                        threads.c.ttl_minutes.is_(None),
-                    )
-                    .values(
+                    queries.stamp_ttl(
+                        row.tenant_id,
+                        row.thread_id,
                         ttl_minutes=policy.default_ttl_minutes,
-                        ttl_strategy=policy.strategy,
+                        strategy=policy.strategy,
                         expires_at=row.updated_at + ttl,
                     )
                 )
@@ -129,21 +117,7 @@ async def stamp_default_ttl(engine: AsyncEngine, policy: ThreadTTLPolicy) -> int
 
 async def _expired(engine: AsyncEngine, now: datetime) -> list[Any]:
     async with read(engine) as conn:
-        return list(
-            (
-                await conn.execute(
-                    select(
-                        threads.c.tenant_id,
-                        threads.c.thread_id,
-                        threads.c.ttl_strategy,
-                        threads.c.ttl_minutes,
-                    )
-                    .where(threads.c.expires_at <= now, threads.c.status != ThreadStatus.BUSY)
-                    .order_by(threads.c.expires_at)
-                    .limit(BATCH_SIZE)
-                )
-            ).all()
-        )
+        return list((await conn.execute(queries.expired_threads(now, BATCH_SIZE))).all())
 
 
 async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetime) -> bool:
@@ -151,32 +125,13 @@ async def _delete_thread(engine: AsyncEngine, saver: Any, row: Any, now: datetim
     # new TTL) since it was selected survives. Thread, runs, events and checkpoints go in one
     # transaction (as DELETE /threads/{id}): a crash mid-sweep leaves no orphaned checkpoints.
     async with transaction(engine) as conn:
-        gone = (
-            await conn.execute(
-                delete(threads)
-                .where(
-                    threads.c.tenant_id == row.tenant_id,
-                    threads.c.thread_id == row.thread_id,
-                    threads.c.expires_at <= now,
-                    threads.c.status != ThreadStatus.BUSY,
-                )
-                .returning(threads.c.thread_id)
-            )
-        ).first()
+        stmt = queries.delete_expired_thread(row.tenant_id, row.thread_id, now)
+        gone = (await conn.execute(stmt)).first()
         if gone is None:
             return False
         # runs go with the thread (FK ON DELETE CASCADE); events carry no FK
-        await conn.execute(
-            delete(run_events).where(
-                run_events.c.tenant_id == row.tenant_id, run_events.c.thread_id == row.thread_id
-            )
-        )
-        await conn.execute(
-            delete(thread_events).where(
-                thread_events.c.tenant_id == row.tenant_id,
-                thread_events.c.thread_id == row.thread_id,
-            )
-        )
+        for events in queries.delete_thread_events(row.tenant_id, row.thread_id):
+            await conn.execute(events)
         await saver.for_tenant(row.tenant_id).adelete_threads_in(conn, [str(row.thread_id)])
     return True
 
@@ -190,15 +145,7 @@ async def _prune_thread(
     # Re-arm one TTL ahead; a bare expires_at (no ttl_minutes) is a one-off.
     rearm = now + timedelta(minutes=float(row.ttl_minutes)) if row.ttl_minutes else None
     async with transaction(engine) as conn:
-        await conn.execute(
-            update(threads)
-            .where(
-                threads.c.tenant_id == row.tenant_id,
-                threads.c.thread_id == row.thread_id,
-                threads.c.expires_at <= now,
-            )
-            .values(expires_at=rearm)
-        )
+        await conn.execute(queries.rearm_ttl(row.tenant_id, row.thread_id, now, rearm))
 
 
 async def sweep_threads(
@@ -229,11 +176,7 @@ async def sweep_threads(
 async def sweep_run_events(engine: AsyncEngine, *, now: datetime) -> int:
     """Delete stream events whose retention ended (expires_at is set when their run ends)."""
     async with transaction(engine) as conn:
-        result = await conn.execute(
-            delete(run_events).where(
-                and_(run_events.c.expires_at.is_not(None), run_events.c.expires_at <= now)
-            )
-        )
+        result = await conn.execute(queries.expired_run_events(now))
     return int(result.rowcount or 0)
 
 

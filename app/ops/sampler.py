@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db.access import read
-from app.db.tables import runs
+from app.ops import queries
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +31,7 @@ async def sample_queue(engine: AsyncEngine, *, timeout_seconds: float) -> bool:
 
     The queue spans tenants on purpose: it is one deployment-wide gauge with no labels.
     """
-    query = (
-        select(runs.c.status, func.count())
-        .where(runs.c.status.in_(("pending", "running")))
-        .group_by(runs.c.status)
-    )
+    query = queries.queue_depth()
     try:
         async with asyncio.timeout(min(timeout_seconds, SAMPLE_TIMEOUT_SECONDS)):
             async with read(engine) as conn:
