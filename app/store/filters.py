@@ -12,6 +12,9 @@ Semantics follow langgraph's `BaseStore` (its in-memory store is the reference):
 
 Anything else (an unknown operator, a range bound that is not a number, a key with `"`) is
 `InvalidInput` before any query runs.
+
+This module builds WHERE-clause expressions only, never a statement: app/store/queries.py
+puts them into its statements (so it stays here, beside the validation it shares).
 """
 
 from __future__ import annotations

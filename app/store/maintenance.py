@@ -8,18 +8,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import delete, insert, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.access import read, transaction
-from app.db.tables import store_items, store_vectors
 from app.store import queries
 from app.store.config import StoreIndex
+from app.store.queries import Ident
 from app.store.vectors import embed_fields, texts_to_embed
-
-Ident = tuple[str, str, str]  # tenant_id, prefix, key
 
 
 async def sweep(engine: AsyncEngine, now: datetime) -> int:
@@ -28,10 +24,6 @@ async def sweep(engine: AsyncEngine, now: datetime) -> int:
         await conn.execute(queries.expired_vectors(now))
         result = await conn.execute(queries.expired_items(now))
         return int(result.rowcount or 0)
-
-
-def _ident_in(table: Any, idents: list[Ident]) -> Any:
-    return tuple_(table.c.tenant_id, table.c.prefix, table.c.key).in_(idents)
 
 
 async def reindex_items(engine: AsyncEngine, index: StoreIndex, *, batch_size: int = 256) -> int:
@@ -44,36 +36,12 @@ async def reindex_items(engine: AsyncEngine, index: StoreIndex, *, batch_size: i
     after: Ident | None = None
     done = 0
     while True:
-        stmt = (
-            select(
-                store_items.c.tenant_id,
-                store_items.c.prefix,
-                store_items.c.key,
-                store_items.c.value,
-                store_items.c.index_fields,
-                store_items.c.updated_at,
-            )
-            .order_by(store_items.c.tenant_id, store_items.c.prefix, store_items.c.key)
-            .limit(batch_size)
-        )
-        if after is not None:
-            stmt = stmt.where(
-                tuple_(store_items.c.tenant_id, store_items.c.prefix, store_items.c.key) > after
-            )
         async with read(engine) as conn:
-            items = (await conn.execute(stmt)).all()
+            items = (await conn.execute(queries.reindex_batch(after, batch_size))).all()
             if not items:
                 return done
             idents: list[Ident] = [(r.tenant_id, r.prefix, r.key) for r in items]
-            meta = await conn.execute(
-                select(
-                    store_vectors.c.tenant_id,
-                    store_vectors.c.prefix,
-                    store_vectors.c.key,
-                    store_vectors.c.model,
-                    store_vectors.c.created_at,
-                ).where(_ident_in(store_vectors, idents))
-            )
+            meta = await conn.execute(queries.vector_stamps(idents))
             vectors: dict[Ident, list[tuple[str, datetime]]] = defaultdict(list)
             for v in meta:
                 vectors[(v.tenant_id, v.prefix, v.key)].append((v.model, v.created_at))
@@ -97,7 +65,7 @@ async def reindex_items(engine: AsyncEngine, index: StoreIndex, *, batch_size: i
             continue
         embedded = await embed_fields(index, stale)
         async with transaction(engine) as conn:
-            await conn.execute(delete(store_vectors).where(_ident_in(store_vectors, list(stale))))
+            await conn.execute(queries.delete_vectors_of(list(stale)))
             rows = [
                 {
                     "tenant_id": ident[0],
@@ -113,5 +81,5 @@ async def reindex_items(engine: AsyncEngine, index: StoreIndex, *, batch_size: i
                 for field_name, blob in pairs
             ]
             if rows:
-                await conn.execute(insert(store_vectors), rows)
+                await conn.execute(queries.insert_vectors(), rows)
         done += sum(1 for pairs in embedded.values() if pairs)

@@ -1,8 +1,10 @@
-"""Pure statement builders for the Store (SQLAlchemy Core). Executors live in store.py.
+"""Pure statement builders for the Store (SQLAlchemy Core). Executors live in store.py,
+reads.py, writes.py and maintenance.py.
 
 Every statement takes `tenant_id` and filters on it: the tenant is a column, never derived
 from the namespace a caller sends. Every read also hides expired rows (`expires_at <= now`)
-so an expired item is invisible at once, before any sweep.
+so an expired item is invisible at once, before any sweep. The exceptions are the
+maintenance tasks (the TTL sweep, reindex), which span every tenant on purpose and say so.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlalchemy import (
     bindparam,
     delete,
     func,
+    insert,
     literal_column,
     or_,
     select,
@@ -30,6 +33,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.dml import Insert
 
 from app.db.dialect import insert_for
 from app.db.tables import store_items, store_vectors
@@ -334,3 +338,49 @@ def count_live_items(tenant_id: str, now: datetime) -> Select[int]:
     return select(func.count()).where(
         item.tenant_id == tenant_id, or_(item.expires_at.is_(None), item.expires_at > now)
     )
+
+
+@lru_cache(maxsize=1)
+def insert_vectors() -> Insert:
+    """Executemany: insert vector rows (one dict per row, its `tenant_id` included)."""
+    return insert(store_vectors)
+
+
+# --------------------------------------------------------------------------- reindex
+# `graphkeep store reindex` walks every tenant's items (an operator task, never reachable from
+# a request): an item is addressed by its full identity (tenant_id, prefix, key).
+
+Ident = tuple[str, str, str]  # tenant_id, prefix, key
+
+
+def _ident_in(table: Table, idents: Sequence[Ident]) -> ColumnElement[bool]:
+    return tuple_(table.c.tenant_id, table.c.prefix, table.c.key).in_(list(idents))
+
+
+def reindex_batch(after: Ident | None, limit: int) -> Select[Any]:
+    """The next `limit` items (every tenant) after `after`, in key order, with what their
+    embedding needs."""
+    item = store_items.c
+    stmt = (
+        select(
+            item.tenant_id, item.prefix, item.key, item.value, item.index_fields, item.updated_at
+        )
+        .order_by(item.tenant_id, item.prefix, item.key)
+        .limit(limit)
+    )
+    if after is not None:
+        stmt = stmt.where(tuple_(item.tenant_id, item.prefix, item.key) > after)
+    return stmt
+
+
+def vector_stamps(idents: Sequence[Ident]) -> Select[Any]:
+    """Model and creation time of every vector of these items."""
+    vec = store_vectors.c
+    return select(vec.tenant_id, vec.prefix, vec.key, vec.model, vec.created_at).where(
+        _ident_in(store_vectors, idents)
+    )
+
+
+def delete_vectors_of(idents: Sequence[Ident]) -> Delete:
+    """Every vector of these items."""
+    return delete(store_vectors).where(_ident_in(store_vectors, idents))

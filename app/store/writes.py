@@ -12,7 +12,6 @@ from sqlalchemy.engine import Dialect
 
 from app.db import sealed
 from app.db.direct import Step
-from app.db.tables import store_vectors
 from app.store import queries
 from app.store.config import StoreIndex
 from app.store.direct import DirectStore
@@ -89,7 +88,7 @@ def write_statements(
         for field_name, blob in pairs
     ]
     for start in range(0, len(vector_rows), _CHUNK):
-        statements.append((store_vectors.insert(), vector_rows[start : start + _CHUNK]))
+        statements.append((queries.insert_vectors(), vector_rows[start : start + _CHUNK]))
     return statements
 
 
