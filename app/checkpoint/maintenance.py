@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.checkpoint import queries
@@ -162,11 +161,7 @@ async def delete_for_runs(conn: AsyncConnection, tenant_id: str, run_ids: Sequen
 
 async def copy_thread(conn: AsyncConnection, tenant_id: str, source: str, target: str) -> None:
     """Copy every checkpoint, blob and write of `source` (all namespaces) to `target`."""
-    existing = await conn.scalar(
-        select(func.count())
-        .select_from(checkpoints)
-        .where(checkpoints.c.tenant_id == tenant_id, checkpoints.c.thread_id == target)
-    )
+    existing = await conn.scalar(queries.count_checkpoints(tenant_id, target))
     if existing:
         raise ThreadHasCheckpoints(f"thread {target!r} already has checkpoints")
     for table in (checkpoints, checkpoint_blobs, checkpoint_writes):

@@ -26,6 +26,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    func,
     insert,
     literal,
     select,
@@ -192,6 +193,15 @@ def detach_parents(tenant_id: str, thread_id: str, checkpoint_ns: str, ids: Sequ
             CP.checkpoint_id.in_(list(ids)),
         )
         .values(parent_checkpoint_id=None)
+    )
+
+
+def count_checkpoints(tenant_id: str, thread_id: str) -> Select[Any]:
+    """How many checkpoints the thread has (every namespace)."""
+    return (
+        select(func.count())
+        .select_from(checkpoints)
+        .where(CP.tenant_id == tenant_id, CP.thread_id == thread_id)
     )
 
 

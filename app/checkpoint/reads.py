@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.checkpoint import codec, delta, tuple_queries, tuple_rows
+from app.checkpoint import codec, delta, delta_queries, tuple_queries, tuple_rows
 from app.checkpoint.codec import check_text
 from app.db.direct import DirectStatement
 from app.db.executor import Executor
@@ -329,9 +329,9 @@ class CheckpointReads:
         shape = (len(channels), checkpoint_id is not None)
         stmt = self._history_statements.get(shape)
         if stmt is None:
-            stmt = delta.build_history_query(shape[0], by_id=shape[1])
+            stmt = delta_queries.build_history_query(shape[0], by_id=shape[1])
             self._history_statements[shape] = stmt
-        params = delta.history_params(
+        params = delta_queries.history_params(
             self.tenant_id, key["thread_id"], key["checkpoint_ns"], checkpoint_id, channels
         )
         async with self._reader() as conn:
