@@ -1,4 +1,8 @@
-"""Shared rules for search endpoints: sort columns, sort order, `select` field lists."""
+"""Shared rules for search endpoints: sort columns, sort order, `select` field lists.
+
+`order_by` builds ORDER BY expressions only, never a statement: the domains' queries modules
+put them into their search statements.
+"""
 
 from __future__ import annotations
 
