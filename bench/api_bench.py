@@ -68,6 +68,7 @@ MORE_OPERATIONS = (
     "store_get",
     "store_put",
     "assistant_search",
+    "assistant_get",
 )
 GRAPHKEEP, OFFICIAL, BASELINE = "graphkeep_pg", "langgraph_dev", "graphkeep_baseline"
 
@@ -124,6 +125,8 @@ class Target:
         search = {"namespace_prefix": ns, "limit": 10, "filter": {"i": {"$gte": 100}}}
         found = await ok(http.post("/store/items/search", json=search))
         assert len(found["items"]) == 10, found
+        assistants = await ok(http.post("/assistants/search", json={"graph_id": "approval"}))
+        assistant_id = assistants[0]["assistant_id"]
         self.ops = {
             "thread_create": lambda: ok(http.post("/threads", json={})),
             "get_state_1000": lambda: ok(http.get(f"/threads/{long_thread}/state")),
@@ -151,6 +154,7 @@ class Target:
                 )
             ),
             "assistant_search": lambda: ok(http.post("/assistants/search", json={"limit": 10})),
+            "assistant_get": lambda: ok(http.get(f"/assistants/{assistant_id}")),
         }
 
 
