@@ -38,7 +38,7 @@ from app.db.tables import (
     thread_events,
     threads,
 )
-from app.runs.fencing import FENCE_ATTEMPT, FENCE_RUN_ID, owns_run_bound
+from app.runs.queue_queries import FENCE_ATTEMPT, FENCE_RUN_ID, owns_run_bound
 from app.statuses import ThreadStatus
 from app.threads.run_status import thread_status_after
 
