@@ -6,6 +6,7 @@ The statements of the run engine, by concern:
 - app/runs/queue_queries.py: the queue (claim, renew, release, reap, liveness locks, the
   event sweep) and the fencing predicates (`owns_run`, re-exported by app/runs/fencing.py);
 - app/runs/finish_queries.py: the end of a run (its settle);
+- app/runs/overview_queries.py: the console's overview of runs;
 - app/runs/threadlog/queries.py: the thread stream's log.
 
 Builders whose shape never changes are cached (`functools.cache`), so SQLAlchemy's compiled
