@@ -2,7 +2,8 @@
 
 The statements of the run engine, by concern:
 
-- here: the create statements, the reads, the cancel writes;
+- here: the create statements, the reads, the cancel writes, the NOTIFY and the webhook's
+  reads and record;
 - app/runs/queue_queries.py: the queue (claim, renew, release, reap, liveness locks, the
   event sweep) and the fencing predicates (`owns_run`, re-exported by app/runs/fencing.py);
 - app/runs/finish_queries.py: the end of a run (its settle);
@@ -34,13 +35,17 @@ from sqlalchemy import (
     delete,
     exists,
     func,
+    insert,
     or_,
     select,
+    text,
 )
-from sqlalchemy.sql.dml import Delete, Update
+from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.elements import TextClause
 
 from app.db.dialect import (
     insert_for,
+    notify_channel_sql,
     single_statement_autocommit,
 )
 from app.db.tables import (
@@ -49,6 +54,7 @@ from app.db.tables import (
     checkpoints,
     runs,
     threads,
+    webhook_deliveries,
 )
 from app.runs.fencing import FencingToken
 from app.runs.queue_queries import owns_run
@@ -361,3 +367,36 @@ def thread_error_and_interrupts(tenant_id: str, thread_id: str) -> Select[Any]:
     return select(threads.c.interrupts, threads.c.error).where(
         threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
     )
+
+
+# --------------------------------------------------------------------------- NOTIFY
+
+
+@functools.cache
+def notify(dialect_name: str) -> TextClause | None:
+    """The statement sending one NOTIFY (bound: channel, payload; app/runs/notify.py), or
+    None where the dialect has none (SQLite: one process wakes its readers directly)."""
+    sql = notify_channel_sql(dialect_name)
+    return None if sql is None else text(sql)
+
+
+# --------------------------------------------------------------------------- webhooks
+
+
+def thread_values(tenant_id: str, thread_id: str) -> Select[Any]:
+    """A thread's cached values (a finished run's webhook reports them)."""
+    return select(threads.c["values"]).where(
+        threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
+    )
+
+
+def forget_webhook_delivery(tenant_id: str, run_id: str) -> Delete:
+    """The recorded delivery of a run's webhook (a later attempt's record replaces it)."""
+    return delete(webhook_deliveries).where(
+        webhook_deliveries.c.run_id == run_id, webhook_deliveries.c.tenant_id == tenant_id
+    )
+
+
+def insert_webhook_delivery(tenant_id: str, run_id: str, **values: Any) -> Insert:
+    """The outcome of a run's webhook (`values`: the other columns of `webhook_deliveries`)."""
+    return insert(webhook_deliveries).values(run_id=run_id, tenant_id=tenant_id, **values)
