@@ -108,7 +108,9 @@ async def renew(
     that attempt's lease (a superseded attempt's renewal changes nothing)."""
     until = utcnow() + timedelta(seconds=lease_seconds)
     async with transaction(engine, one_statement=True) as conn:
-        row = (await conn.execute(queue_queries.renew(run_id, worker_id, attempt, until))).first()
+        statement = queue_queries.renew(with_attempt=attempt is not None)
+        params = queue_queries.lease_params(run_id, worker_id, attempt, until)
+        row = (await conn.execute(statement, params)).first()
     if row is None:
         return LeaseState(held=False, cancel_action=None)
     return LeaseState(held=True, cancel_action=row.cancel_action)
@@ -119,7 +121,10 @@ async def release(
 ) -> bool:
     """Hand a claimed run back to the queue (drain); any worker may claim it at once. With
     `attempt`, only while that attempt owns the run."""
-    result = await conn.execute(queue_queries.release(run_id, worker_id, attempt, utcnow()))
+    statement = queue_queries.release(with_attempt=attempt is not None)
+    result = await conn.execute(
+        statement, queue_queries.lease_params(run_id, worker_id, attempt, utcnow())
+    )
     return bool(result.rowcount)
 
 
@@ -175,9 +180,9 @@ async def reap_expired(engine: AsyncEngine, *, own_worker_id: str | None = None)
         async with read(engine) as conn:
             holders = (await conn.execute(queue_queries.running_worker_ids())).scalars()
             dead = dead_local_workers(list(holders), own_worker_id=own_worker_id)
-    statement = queue_queries.reap(now, liveness_locks=liveness_locks, dead_workers=dead)
+    statement = queue_queries.reap(liveness_locks=liveness_locks, dead_workers=bool(dead))
     async with transaction(engine, one_statement=True) as conn:
-        reaped = (await conn.execute(statement)).all()
+        reaped = (await conn.execute(statement, queue_queries.reap_params(now, dead))).all()
     for row in reaped:
         metrics.count_run_recovered(row.graph_id)
     return [r.run_id for r in reaped]

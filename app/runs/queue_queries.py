@@ -151,26 +151,52 @@ def claim(dialect_name: str) -> Update:
     )
 
 
-def held_by(run_id: str, worker_id: str, attempt: int | None) -> ColumnElement[bool]:
-    """The run is running under `worker_id` (and, given an attempt, that fencing token)."""
+# The lease statements run every few seconds per running run and the reaper once a second
+# per worker; built once with their values bound (`p_*`), they cost no construction and no
+# cache-key walk per execution (building the reaper's pg_locks test took longer than its
+# round trip). `lease_params` / `reap_params` give the values.
+
+
+def _held(with_attempt: bool) -> ColumnElement[bool]:
+    """The run is running under the bound worker (and, with the attempt, that fencing
+    token's attempt)."""
     held = and_(
-        runs.c.run_id == run_id,
-        runs.c.worker_id == worker_id,
+        runs.c.run_id == bindparam("p_run_id", type_=runs.c.run_id.type),
+        runs.c.worker_id == bindparam("p_worker", type_=runs.c.worker_id.type),
         runs.c.status == RunStatus.RUNNING.value,
     )
-    return held if attempt is None else and_(held, runs.c.attempt == attempt)
+    if not with_attempt:
+        return held
+    return and_(held, runs.c.attempt == bindparam("p_attempt", type_=runs.c.attempt.type))
 
 
-def renew(run_id: str, worker_id: str, attempt: int | None, until: datetime) -> Update:
+def lease_params(
+    run_id: str, worker_id: str, attempt: int | None, when: datetime
+) -> dict[str, Any]:
+    """The values of `renew` (`when`: the new lease end) and `release` (`when`: now)."""
+    params: dict[str, Any] = {"p_run_id": run_id, "p_worker": worker_id, "p_when": when}
+    if attempt is not None:
+        params["p_attempt"] = attempt
+    return params
+
+
+def _when() -> Any:
+    return bindparam("p_when", type_=runs.c.lease_expires_at.type)
+
+
+@functools.cache
+def renew(*, with_attempt: bool) -> Update:
+    """Extend the lease to `p_when` while the worker (and attempt) holds the run; returns
+    the cancel asked for meanwhile (`lease_params`)."""
     return (
         runs.update()
-        .where(held_by(run_id, worker_id, attempt))
-        .values(lease_expires_at=until)
+        .where(_held(with_attempt))
+        .values(lease_expires_at=_when())
         .returning(runs.c.cancel_action)
     )
 
 
-def _back_to_pending(now: datetime) -> dict[str, Any]:
+def _back_to_pending(now: Any) -> dict[str, Any]:
     """A claimed run handed back to the queue: any worker may claim it at once."""
     return {
         "status": RunStatus.PENDING.value,
@@ -181,8 +207,11 @@ def _back_to_pending(now: datetime) -> dict[str, Any]:
     }
 
 
-def release(run_id: str, worker_id: str, attempt: int | None, now: datetime) -> Update:
-    return runs.update().where(held_by(run_id, worker_id, attempt)).values(_back_to_pending(now))
+@functools.cache
+def release(*, with_attempt: bool) -> Update:
+    """Hand the run back to the queue at `p_when` while the worker (and attempt) holds it
+    (`lease_params`)."""
+    return runs.update().where(_held(with_attempt)).values(_back_to_pending(_when()))
 
 
 def running_worker_ids() -> Select[Any]:
@@ -193,15 +222,26 @@ def running_worker_ids() -> Select[Any]:
     )
 
 
-def reap(now: datetime, *, liveness_locks: bool, dead_workers: Sequence[str]) -> Update:
-    """Running runs that are lost back to pending: lease expired, or (`liveness_locks`,
-    PostgreSQL) the worker holds no liveness lock, or the worker is one of `dead_workers`
-    (SQLite: a process of this host that is gone, `queue.dead_local_workers`)."""
+def reap_params(now: datetime, dead_workers: Sequence[str]) -> dict[str, Any]:
+    """The values of `reap` (the dead workers only where it tests them)."""
+    params: dict[str, Any] = {"p_now": now}
+    if dead_workers:
+        params["p_dead"] = list(dead_workers)
+    return params
+
+
+@functools.cache
+def reap(*, liveness_locks: bool, dead_workers: bool) -> Update:
+    """Running runs that are lost back to pending (`reap_params`): lease expired before
+    `p_now`, or (`liveness_locks`, PostgreSQL) the worker holds no liveness lock, or
+    (`dead_workers`) the worker is one of `p_dead` (SQLite: a process of this host that is
+    gone, `queue.dead_local_workers`)."""
+    now = bindparam("p_now", type_=runs.c.lease_expires_at.type)
     lost = runs.c.lease_expires_at < now
     if liveness_locks:
         lost = or_(lost, ~_worker_alive_pg())
     if dead_workers:
-        lost = or_(lost, runs.c.worker_id.in_(dead_workers))
+        lost = or_(lost, runs.c.worker_id.in_(bindparam("p_dead", expanding=True)))
     return (
         runs.update()
         .where(runs.c.status == RunStatus.RUNNING.value, lost)

@@ -85,13 +85,28 @@ def test_fencing_re_exports_the_predicates() -> None:
 
 
 def test_reap_adds_each_liveness_test_only_when_asked() -> None:
-    now = utcnow()
+    def sql(**kw: bool) -> str:
+        return str(queue_queries.reap(**kw).compile(dialect=postgresql.dialect()))
 
-    def sql(**kw: object) -> str:
-        stmt = queue_queries.reap(now, **kw)  # type: ignore[arg-type]
-        return str(stmt.compile(dialect=postgresql.dialect()))
-
-    leases = sql(liveness_locks=False, dead_workers=[])
+    leases = sql(liveness_locks=False, dead_workers=False)
     assert "pg_locks" not in leases and " IN " not in leases
-    assert "pg_locks" in sql(liveness_locks=True, dead_workers=[])
-    assert " IN " in sql(liveness_locks=False, dead_workers=["h:1:n"])
+    assert "pg_locks" in sql(liveness_locks=True, dead_workers=False)
+    assert " IN " in sql(liveness_locks=False, dead_workers=True)
+    now = utcnow()
+    assert queue_queries.reap_params(now, []) == {"p_now": now}
+    assert queue_queries.reap_params(now, ("h:1:n",)) == {"p_now": now, "p_dead": ["h:1:n"]}
+
+
+def test_lease_statements_are_built_once_per_shape() -> None:
+    for build in (queue_queries.renew, queue_queries.release):
+        assert build(with_attempt=True) is build(with_attempt=True)
+        fenced = str(build(with_attempt=True).compile(dialect=sqlite.dialect()))
+        assert "attempt" in fenced.split("WHERE")[1]
+        assert "attempt" not in str(build(with_attempt=False).compile()).split("WHERE")[1]
+    now = utcnow()
+    assert queue_queries.lease_params("r", "w", None, now) == {
+        "p_run_id": "r",
+        "p_worker": "w",
+        "p_when": now,
+    }
+    assert queue_queries.lease_params("r", "w", 2, now)["p_attempt"] == 2
