@@ -6,6 +6,10 @@ pending writes, run events, thread-stream log entries, lease renewal, the settle
 NOTIFYs) is applied only if, in the same statement or transaction, the runs row still names
 that attempt and is not final. A refused write raises `AttemptSuperseded`, and the executor
 stops that attempt at once.
+
+The predicates that say so are SQL, built in app/runs/queue_queries.py; they are re-exported
+here with the token, where the writers of other packages (the saver view, the event and
+thread logs) look for them.
 """
 
 from __future__ import annotations
@@ -13,12 +17,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, exists, select
+from app.runs.queue_queries import (
+    FENCE_ATTEMPT,
+    FENCE_RUN_ID,
+    OWNED_STATUSES,
+    owns_run,
+    owns_run_bound,
+    still_owned,
+)
 
-from app.db.tables import runs
-
-# the statuses in which a run still has an owner whose writes may count
-OWNED_STATUSES = ("running",)
+__all__ = [
+    "FENCE_ATTEMPT",
+    "FENCE_RUN_ID",
+    "OWNED_STATUSES",
+    "AttemptSuperseded",
+    "FencingToken",
+    "fence_params",
+    "owns_run",
+    "owns_run_bound",
+    "still_owned",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,35 +54,6 @@ class AttemptSuperseded(Exception):
         self.what = what
 
 
-# Bound names of the token in statements compiled once and run with `fence_params(token)`
-# (the saver view's pre-compiled writes, the PostgreSQL settle statement).
-FENCE_RUN_ID = "fence_run_id"
-FENCE_ATTEMPT = "fence_attempt"
-
-
 def fence_params(token: FencingToken) -> dict[str, Any]:
+    """The token's values for a statement built with `owns_run_bound`."""
     return {FENCE_RUN_ID: token.run_id, FENCE_ATTEMPT: token.attempt}
-
-
-def owns_run_bound() -> ColumnElement[bool]:
-    """`owns_run` with the token as bound parameters (`fence_params`), for a statement
-    compiled once and executed for many attempts."""
-    return and_(
-        runs.c.run_id == bindparam(FENCE_RUN_ID, type_=runs.c.run_id.type),
-        runs.c.attempt == bindparam(FENCE_ATTEMPT, type_=runs.c.attempt.type),
-        runs.c.status.in_(OWNED_STATUSES),
-    )
-
-
-def owns_run(token: FencingToken) -> ColumnElement[bool]:
-    """A predicate over `runs`: the row is this attempt's and the run is still running."""
-    return and_(
-        runs.c.run_id == token.run_id,
-        runs.c.attempt == token.attempt,
-        runs.c.status.in_(OWNED_STATUSES),
-    )
-
-
-def still_owned(token: FencingToken) -> ColumnElement[bool]:
-    """`EXISTS (...)` of `owns_run`, to make an INSERT ... SELECT or an UPDATE conditional."""
-    return exists(select(runs.c.run_id).where(owns_run(token)))

@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db.access import transaction
-from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps
 from app.runs import finish_queries
@@ -157,7 +155,7 @@ async def give_up(
             run_id=token.run_id, thread_id=thread_id, tenant_id=tenant_id, seq=seq + 1
         )
         failed = {**end, "seq": seq, "event": "error", "data": dumps(error)}
-        await conn.execute(insert(run_events), [failed, end])
+        await conn.execute(finish_queries.insert_events(), [failed, end])
         await hub.set_expiry(conn, run_id=token.run_id, tenant_id=tenant_id)
         settled = await run_status.settle_thread(
             conn, tenant_id=tenant_id, thread_id=thread_id, status=ThreadStatus.ERROR, error=error

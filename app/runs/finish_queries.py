@@ -22,11 +22,12 @@ from sqlalchemy import (
     delete,
     exists,
     func,
+    insert,
     literal,
     null,
     select,
 )
-from sqlalchemy.sql.dml import Update
+from sqlalchemy.sql.dml import Insert, Update
 
 from app.db.dialect import unnest_arrays
 from app.db.tables import (
@@ -38,7 +39,7 @@ from app.db.tables import (
     thread_events,
     threads,
 )
-from app.runs.fencing import FENCE_ATTEMPT, FENCE_RUN_ID, owns_run_bound
+from app.runs.queue_queries import FENCE_ATTEMPT, FENCE_RUN_ID, owns_run_bound
 from app.statuses import ThreadStatus
 from app.threads.run_status import thread_status_after
 
@@ -64,6 +65,13 @@ def end_run(
             lease_expires_at=None,
         )
     )
+
+
+@functools.cache
+def insert_events() -> Insert:
+    """Event rows, one per parameter set (`finish.give_up`: its `error` event and the
+    `__end__` marker, in the transaction whose fenced `end_run` went through)."""
+    return insert(run_events)
 
 
 def _end_binds() -> dict[str, Any]:

@@ -20,21 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 import asyncpg
-from sqlalchemy import literal, select
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from app.runs import queue_queries
 from app.runs.notify import NOTIFY_CHANNEL, Notice, decode
 
 log = logging.getLogger(__name__)
 
 PING_SECONDS = 5.0  # the LISTEN connection is checked this often (and this long)
-_PING_SQL = str(
-    select(literal(1)).compile(
-        dialect=postgresql.asyncpg.dialect(),  # type: ignore[no-untyped-call]
-        compile_kwargs={"literal_binds": True},
-    )
-)
 
 
 class Listener:
@@ -126,7 +119,7 @@ class Listener:
                 await asyncio.wait_for(lost.wait(), timeout=PING_SECONDS)
                 return
             try:
-                await conn.fetchval(_PING_SQL, timeout=PING_SECONDS)
+                await conn.fetchval(queue_queries.ping_sql(), timeout=PING_SECONDS)
             except Exception:  # timed out or broken: reconnect
                 return
 

@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.db.dialect import notify_channel_sql
+from app.runs import queries
 
 NOTIFY_CHANNEL = "graphkeep"
 
@@ -77,6 +76,6 @@ def events(run_id: str, thread_id: str, *, origin: str) -> str:
 async def send(conn: AsyncConnection, payload: str) -> None:
     """Send `payload` inside `conn`'s transaction (PostgreSQL delivers it on commit); nothing
     on SQLite, whose single process wakes its readers directly."""
-    sql = notify_channel_sql(conn.dialect)
-    if sql is not None:
-        await conn.execute(text(sql), {"channel": NOTIFY_CHANNEL, "payload": payload})
+    statement = queries.notify(conn.dialect.name)
+    if statement is not None:
+        await conn.execute(statement, {"channel": NOTIFY_CHANNEL, "payload": payload})

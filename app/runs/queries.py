@@ -1,8 +1,15 @@
 """The runs domain's SQL: pure statement builders (no connection, no I/O, no commit).
 
-Everything the run engine sends to the database is built here: the create statements, the
-queue's claim / renew / release / reap, the reads and the cancel writes; the end of a run (its
-settle) in app/runs/finish_queries.py.
+The statements of the run engine, by concern:
+
+- here: the create statements, the reads, the cancel writes, the NOTIFY and the webhook's
+  reads and record;
+- app/runs/queue_queries.py: the queue (claim, renew, release, reap, liveness locks, the
+  event sweep) and the fencing predicates (`owns_run`, re-exported by app/runs/fencing.py);
+- app/runs/finish_queries.py: the end of a run (its settle);
+- app/runs/overview_queries.py: the console's overview of runs;
+- app/runs/threadlog/queries.py: the thread stream's log.
+
 Builders whose shape never changes are cached (`functools.cache`), so SQLAlchemy's compiled
 cache and asyncpg's prepared statements see one statement object each. Values come as bound
 parameters; prefixes (`r_` run, `t_` thread, `e_` end) keep them apart from the column names
@@ -28,27 +35,29 @@ from sqlalchemy import (
     delete,
     exists,
     func,
+    insert,
     or_,
     select,
-    type_coerce,
+    text,
 )
-from sqlalchemy.sql.dml import Delete, Update
+from sqlalchemy.sql.dml import Delete, Insert, Update
+from sqlalchemy.sql.elements import TextClause
 
 from app.db.dialect import (
     insert_for,
-    lock_for_claim,
+    notify_channel_sql,
     single_statement_autocommit,
 )
 from app.db.tables import (
     SYSTEM_TENANT,
     assistants,
     checkpoints,
-    run_events,
     runs,
     threads,
+    webhook_deliveries,
 )
-from app.db.types import JSONType
-from app.runs.fencing import FencingToken, owns_run
+from app.runs.fencing import FencingToken
+from app.runs.queue_queries import owns_run
 from app.statuses import ACTIVE_RUN_STATUSES, RunStatus, ThreadStatus
 from app.threads.run_status import active_runs_on
 
@@ -360,122 +369,34 @@ def thread_error_and_interrupts(tenant_id: str, thread_id: str) -> Select[Any]:
     )
 
 
-# --------------------------------------------------------------------------- queue
+# --------------------------------------------------------------------------- NOTIFY
 
 
 @functools.cache
-def claim(dialect_name: str) -> Update:
-    """The claim: the oldest eligible pending run whose thread has no running run and no
-    older pending run, made running under the caller's lease (bound: p_now, p_lease_until,
-    p_worker). PostgreSQL skips rows other claimers locked; SQLite's write lock serialises."""
-    now = bindparam("p_now", type_=runs.c.available_at.type)
-    cand = runs.alias("cand")
-    other = runs.alias("other")
-    blocked = exists(
-        select(other.c.run_id).where(
-            other.c.thread_id == cand.c.thread_id,
-            other.c.run_id != cand.c.run_id,
-            or_(
-                other.c.status == RunStatus.RUNNING.value,
-                and_(
-                    other.c.status == RunStatus.PENDING.value,
-                    other.c.created_at < cand.c.created_at,
-                ),
-            ),
-        )
-    )
-    candidate = (
-        select(cand.c.run_id)
-        .where(cand.c.status == RunStatus.PENDING.value, cand.c.available_at <= now, ~blocked)
-        .order_by(cand.c.created_at, cand.c.run_id)
-        .limit(1)
-    )
-    candidate = lock_for_claim(dialect_name, candidate)
-    return (
-        runs.update()
-        .where(
-            runs.c.run_id == candidate.scalar_subquery(),
-            runs.c.status == RunStatus.PENDING.value,
-        )
-        .values(
-            status=RunStatus.RUNNING.value,
-            worker_id=bindparam("p_worker"),
-            lease_expires_at=bindparam("p_lease_until", type_=runs.c.lease_expires_at.type),
-            attempt=runs.c.attempt + 1,
-            started_at=func.coalesce(runs.c.started_at, now),
-            updated_at=now,
-        )
-        .returning(
-            runs.c.run_id,
-            runs.c.tenant_id,
-            runs.c.thread_id,
-            runs.c.assistant_id,
-            runs.c.graph_id,
-            # as stored: opened after the claim committed (see `queue.claim`)
-            type_coerce(runs.c.kwargs, JSONType).label("kwargs"),
-            runs.c.metadata,
-            runs.c.attempt,
-            runs.c.temporary,
-            runs.c.cancel_action,
-            runs.c.created_at,
-            runs.c.available_at,
-        )
+def notify(dialect_name: str) -> TextClause | None:
+    """The statement sending one NOTIFY (bound: channel, payload; app/runs/notify.py), or
+    None where the dialect has none (SQLite: one process wakes its readers directly)."""
+    sql = notify_channel_sql(dialect_name)
+    return None if sql is None else text(sql)
+
+
+# --------------------------------------------------------------------------- webhooks
+
+
+def thread_values(tenant_id: str, thread_id: str) -> Select[Any]:
+    """A thread's cached values (a finished run's webhook reports them)."""
+    return select(threads.c["values"]).where(
+        threads.c.thread_id == thread_id, threads.c.tenant_id == tenant_id
     )
 
 
-def held_by(run_id: str, worker_id: str, attempt: int | None) -> ColumnElement[bool]:
-    """The run is running under `worker_id` (and, given an attempt, that fencing token)."""
-    held = and_(
-        runs.c.run_id == run_id,
-        runs.c.worker_id == worker_id,
-        runs.c.status == RunStatus.RUNNING.value,
-    )
-    return held if attempt is None else and_(held, runs.c.attempt == attempt)
-
-
-def renew(run_id: str, worker_id: str, attempt: int | None, until: datetime) -> Update:
-    return (
-        runs.update()
-        .where(held_by(run_id, worker_id, attempt))
-        .values(lease_expires_at=until)
-        .returning(runs.c.cancel_action)
+def forget_webhook_delivery(tenant_id: str, run_id: str) -> Delete:
+    """The recorded delivery of a run's webhook (a later attempt's record replaces it)."""
+    return delete(webhook_deliveries).where(
+        webhook_deliveries.c.run_id == run_id, webhook_deliveries.c.tenant_id == tenant_id
     )
 
 
-def _back_to_pending(now: datetime) -> dict[str, Any]:
-    """A claimed run handed back to the queue: any worker may claim it at once."""
-    return {
-        "status": RunStatus.PENDING.value,
-        "worker_id": None,
-        "lease_expires_at": None,
-        "available_at": now,
-        "updated_at": now,
-    }
-
-
-def release(run_id: str, worker_id: str, attempt: int | None, now: datetime) -> Update:
-    return runs.update().where(held_by(run_id, worker_id, attempt)).values(_back_to_pending(now))
-
-
-def running_worker_ids() -> Select[Any]:
-    return (
-        select(runs.c.worker_id)
-        .where(runs.c.status == RunStatus.RUNNING.value, runs.c.worker_id.is_not(None))
-        .distinct()
-    )
-
-
-def reap(lost: ColumnElement[bool], now: datetime) -> Update:
-    """Running runs that are `lost` (lease expired, worker dead) back to pending."""
-    return (
-        runs.update()
-        .where(runs.c.status == RunStatus.RUNNING.value, lost)
-        .values(_back_to_pending(now))
-        .returning(runs.c.run_id, runs.c.graph_id)
-    )
-
-
-def expired_events(now: datetime) -> Delete:
-    return delete(run_events).where(
-        run_events.c.expires_at.is_not(None), run_events.c.expires_at < now
-    )
+def insert_webhook_delivery(tenant_id: str, run_id: str, **values: Any) -> Insert:
+    """The outcome of a run's webhook (`values`: the other columns of `webhook_deliveries`)."""
+    return insert(webhook_deliveries).values(run_id=run_id, tenant_id=tenant_id, **values)

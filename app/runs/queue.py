@@ -6,13 +6,14 @@ The claim holds a lease (`lease_expires_at`) that the worker renews while the ru
 run whose lease expired is put back to pending and claimed again.
 
 Dead workers are noticed before their lease runs out (`reap_expired`): on PostgreSQL each
-worker process holds a session-level advisory lock keyed by its worker id (`liveness_lock`)
-on a connection of its own, which the server drops the moment that connection dies (process
-killed, host gone: at the latest when TCP keepalives give up); a running run whose worker holds
-no such lock is reclaimed at once. On SQLite (one host) a run whose worker id names a process
-of this host that no longer exists is reclaimed at once. The lease stays the backstop for
-stalls and partitions, and the fencing token (app/runs/fencing.py) keeps a worker that was
-wrongly presumed dead from writing anything once its run was reclaimed.
+worker process holds a session-level advisory lock keyed by its worker id
+(`queue_queries.liveness_lock`) on a connection of its own, which the server drops the moment
+that connection dies (process killed, host gone: at the latest when TCP keepalives give up); a
+running run whose worker holds no such lock is reclaimed at once. On SQLite (one host) a run
+whose worker id names a process of this host that no longer exists is reclaimed at once. The
+lease stays the backstop for stalls and partitions, and the fencing token
+(app/runs/fencing.py) keeps a worker that was wrongly presumed dead from writing anything once
+its run was reclaimed. The statements are built in app/runs/queue_queries.py.
 """
 
 from __future__ import annotations
@@ -24,26 +25,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
-    cast,
-    column,
-    exists,
-    func,
-    literal,
-    or_,
-    select,
-    table,
-)
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
 from app.db import sealed
 from app.db.access import read, transaction
-from app.db.tables import runs
 from app.db.types import utcnow
-from app.runs import queries
+from app.runs import queue_queries
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +66,7 @@ async def claim(engine: AsyncEngine, *, worker_id: str, lease_seconds: float) ->
         "p_worker": worker_id,
     }
     async with transaction(engine, one_statement=True) as conn:
-        row = (await conn.execute(queries.claim(conn.dialect.name), params)).first()
+        row = (await conn.execute(queue_queries.claim(conn.dialect.name), params)).first()
     if row is None:
         return None
     metrics.observe_queue_wait(row.graph_id, (now - row.available_at).total_seconds())
@@ -120,7 +108,9 @@ async def renew(
     that attempt's lease (a superseded attempt's renewal changes nothing)."""
     until = utcnow() + timedelta(seconds=lease_seconds)
     async with transaction(engine, one_statement=True) as conn:
-        row = (await conn.execute(queries.renew(run_id, worker_id, attempt, until))).first()
+        statement = queue_queries.renew(with_attempt=attempt is not None)
+        params = queue_queries.lease_params(run_id, worker_id, attempt, until)
+        row = (await conn.execute(statement, params)).first()
     if row is None:
         return LeaseState(held=False, cancel_action=None)
     return LeaseState(held=True, cancel_action=row.cancel_action)
@@ -131,48 +121,11 @@ async def release(
 ) -> bool:
     """Hand a claimed run back to the queue (drain); any worker may claim it at once. With
     `attempt`, only while that attempt owns the run."""
-    result = await conn.execute(queries.release(run_id, worker_id, attempt, utcnow()))
-    return bool(result.rowcount)
-
-
-# PostgreSQL's lock table, for the advisory locks of live workers
-_PG_LOCKS = table(
-    "pg_locks",
-    column("locktype"),
-    column("classid"),
-    column("objid"),
-    column("objsubid"),
-    column("granted"),
-)
-_LOW_32 = 0xFFFFFFFF
-
-
-def _worker_key(worker_id: Any) -> Any:
-    """The advisory lock key of a worker id (a bigint hash, computed by the server)."""
-    return func.hashtextextended(worker_id, 0)
-
-
-def liveness_lock(worker_id: str) -> Any:
-    """`SELECT pg_advisory_lock(key)`: held for as long as the session lives."""
-    return select(func.pg_advisory_lock(_worker_key(literal(worker_id))))
-
-
-def _worker_alive_pg() -> ColumnElement[bool]:
-    """The run's worker holds its liveness lock (a bigint advisory lock shows in `pg_locks`
-    as classid = high 32 bits, objid = low 32 bits, objsubid = 1)."""
-    key = _worker_key(runs.c.worker_id)
-    locks = _PG_LOCKS.c
-    return exists(
-        select(literal(1))
-        .select_from(_PG_LOCKS)
-        .where(
-            locks.locktype == "advisory",
-            locks.granted.is_(True),
-            locks.objsubid == 1,
-            cast(locks.classid, BigInteger) == key.op(">>")(32).op("&")(_LOW_32),
-            cast(locks.objid, BigInteger) == key.op("&")(_LOW_32),
-        )
+    statement = queue_queries.release(with_attempt=attempt is not None)
+    result = await conn.execute(
+        statement, queue_queries.lease_params(run_id, worker_id, attempt, utcnow())
     )
+    return bool(result.rowcount)
 
 
 # Worker pools alive in this process (several apps may share one process, e.g. in tests)
@@ -221,19 +174,15 @@ async def reap_expired(engine: AsyncEngine, *, own_worker_id: str | None = None)
     worker's id (a `WorkerPool` holding its liveness lock), also runs of dead workers
     (module docstring)."""
     now = utcnow()
-    lost = runs.c.lease_expires_at < now
-    if own_worker_id is None:
-        pass  # leases only
-    elif engine.dialect.name == "postgresql":
-        lost = or_(lost, ~_worker_alive_pg())
-    else:
+    dead: list[str] = []
+    liveness_locks = own_worker_id is not None and engine.dialect.name == "postgresql"
+    if own_worker_id is not None and not liveness_locks:
         async with read(engine) as conn:
-            holders = (await conn.execute(queries.running_worker_ids())).scalars()
+            holders = (await conn.execute(queue_queries.running_worker_ids())).scalars()
             dead = dead_local_workers(list(holders), own_worker_id=own_worker_id)
-        if dead:
-            lost = or_(lost, runs.c.worker_id.in_(dead))
+    statement = queue_queries.reap(liveness_locks=liveness_locks, dead_workers=bool(dead))
     async with transaction(engine, one_statement=True) as conn:
-        reaped = (await conn.execute(queries.reap(lost, now))).all()
+        reaped = (await conn.execute(statement, queue_queries.reap_params(now, dead))).all()
     for row in reaped:
         metrics.count_run_recovered(row.graph_id)
     return [r.run_id for r in reaped]

@@ -34,14 +34,13 @@ from datetime import datetime
 from typing import Any
 
 import httpx
-from sqlalchemy import delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics, redaction
 from app.db.access import read, transaction
-from app.db.tables import runs, threads, webhook_deliveries
 from app.db.types import utcnow
 from app.graphs.jsonable import dump_bytes
+from app.runs import queries
 
 log = logging.getLogger(__name__)
 
@@ -153,20 +152,10 @@ async def send_run_webhook(
     if not policy.enabled:
         return None
     async with read(engine) as conn:
-        row = (
-            await conn.execute(
-                select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
-            )
-        ).first()
+        row = (await conn.execute(queries.run_row(tenant_id, run_id))).first()
         if row is None:  # a rolled-back run is gone: nothing to report
             return None
-        values = (
-            await conn.execute(
-                select(threads.c["values"]).where(
-                    threads.c.thread_id == row.thread_id, threads.c.tenant_id == tenant_id
-                )
-            )
-        ).scalar()
+        values = (await conn.execute(queries.thread_values(tenant_id, row.thread_id))).scalar()
     body = dump_bytes(build_payload(row, values))
     outcome = await post(url, body, policy)
     metrics.count_webhook(outcome.status)
@@ -182,16 +171,11 @@ async def send_run_webhook(
 async def _record(engine: AsyncEngine, run: Any, url: str, outcome: Outcome) -> None:
     now = utcnow()
     async with transaction(engine) as conn:  # a later attempt of the same run replaces the row
+        await conn.execute(queries.forget_webhook_delivery(run.tenant_id, run.run_id))
         await conn.execute(
-            delete(webhook_deliveries).where(
-                webhook_deliveries.c.run_id == run.run_id,
-                webhook_deliveries.c.tenant_id == run.tenant_id,
-            )
-        )
-        await conn.execute(
-            insert(webhook_deliveries).values(
-                run_id=run.run_id,
-                tenant_id=run.tenant_id,
+            queries.insert_webhook_delivery(
+                run.tenant_id,
+                run.run_id,
                 thread_id=run.thread_id,
                 url=url,
                 status=outcome.status,

@@ -8,7 +8,7 @@ of the lease period and notices cancels asked for in the database; a renewal ref
 attempt owns the run) stops the attempt at once.
 
 On PostgreSQL the process holds a session-level advisory lock on a connection of its own while
-it runs (`queue.liveness_lock`): when the process dies the server drops it, and any worker's
+it runs (`queue_queries.liveness_lock`): when the process dies the server drops it, and any worker's
 reaper reclaims its runs within about a second instead of a lease (app/runs/queue.py).
 """
 
@@ -23,7 +23,6 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -31,7 +30,7 @@ from app import metrics
 from app.db.access import transaction
 from app.db.types import utcnow
 from app.logging import context_with
-from app.runs import queries, queue
+from app.runs import queue, queue_queries
 from app.runs.events import EventHub
 from app.runs.executor import RunExecutor
 from app.runs.signals import RunSignals
@@ -159,7 +158,7 @@ class WorkerPool:
                 return True
             self._liveness_checked = now
             try:
-                await self._liveness.execute(select(1))
+                await self._liveness.execute(queue_queries.ping())
                 return True
             except Exception:
                 log.warning("worker liveness connection lost; reconnecting")
@@ -169,7 +168,7 @@ class WorkerPool:
         conn = await self.engine.connect()
         try:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(queue.liveness_lock(self.worker_id))
+            await conn.execute(queue_queries.liveness_lock(self.worker_id))
         except BaseException:
             await conn.close()
             raise
@@ -197,7 +196,7 @@ class WorkerPool:
             return
         self._last_sweep = now
         async with transaction(self.engine, one_statement=True) as conn:
-            await conn.execute(queries.expired_events(utcnow()))
+            await conn.execute(queue_queries.expired_events(utcnow()))
 
     def _free_slots(self) -> int:
         return self.concurrency - len(self._active) - self._reserved

@@ -20,7 +20,7 @@ from app import metrics
 from app.checkpoint.saver import SQLSaver
 from app.db.tables import checkpoint_writes, checkpoints, run_events, runs, threads
 from app.db.types import utcnow
-from app.runs import finish, queue
+from app.runs import finish, queue, queue_queries
 from app.runs.events import EventHub
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken
@@ -201,7 +201,7 @@ async def test_reaper_reclaims_dead_workers_run_without_waiting_for_the_lease(
         dead, alive = f"{host}:1:{uuid.uuid4().hex[:8]}", f"{host}:2:{uuid.uuid4().hex[:8]}"
         holder = await engine.connect()  # the live worker's liveness connection
         await holder.execution_options(isolation_level="AUTOCOMMIT")
-        await holder.execute(queue.liveness_lock(alive))
+        await holder.execute(queue_queries.liveness_lock(alive))
     else:
         # a pid that is gone (a child that exited), and a live one (our parent)
         pid = os.fork()
