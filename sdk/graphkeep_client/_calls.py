@@ -34,6 +34,8 @@ M = TypeVar("M")
 
 TokenSource = str | Callable[[], str] | Callable[[], Awaitable[str]]
 Timeout = float | httpx.Timeout | None
+# looks at an answer and raises to refuse it (the stream readers' `refused` / `opened`)
+ResponseCheck = Callable[[httpx.Response], None]
 
 USER_AGENT = "graphkeep-client/0.1.0"
 DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=300.0, write=300.0, pool=5.0)

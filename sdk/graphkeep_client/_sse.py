@@ -13,6 +13,9 @@ from typing import Any
 
 from ._json import loads
 
+# what a client asks for when it opens an event stream (no cache may hold a live stream)
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+
 
 @dataclass(frozen=True, slots=True)
 class RawEvent:

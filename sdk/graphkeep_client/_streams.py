@@ -2,9 +2,9 @@
 
 `StreamResume` holds everything the sync and async stream loops share, without doing I/O:
 where to reconnect (the response's `Location`, else the run's join-stream URL), which
-`Last-Event-ID` to send, which event ids were already delivered (so a replay after a
-reconnect never shows an event twice), whether a terminal event arrived, and how long to wait
-before the next attempt.
+`Last-Event-ID` to send and whether a terminal event arrived; which event ids were already
+delivered and how long to wait before the next attempt come from `Resume`, as for thread
+streams.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ._errors import ProtocolError, TransportError
+from ._errors import ProtocolError
 from ._models import Interrupt
-from ._policy import backoff_delay
+from ._resume import Resume
 from ._sse import RawEvent
 
 _RUN_PATH = re.compile(r"(?:/threads/(?P<thread>[^/]+))?/runs/(?P<run>[^/]+)")
@@ -136,7 +136,7 @@ def _mapping(data: Any) -> dict[str, Any] | None:
     return dict(data) if isinstance(data, Mapping) else None
 
 
-class StreamResume:
+class StreamResume(Resume):
     """Reconnect state of one run stream (shared by the sync and async loops)."""
 
     def __init__(
@@ -149,24 +149,16 @@ class StreamResume:
         backoff: float,
         max_backoff: float,
     ) -> None:
+        super().__init__(max_reconnects=max_reconnects, backoff=backoff, max_backoff=max_backoff)
         self.base_url = base_url
         self.thread_id = thread_id
         self.run_id: str | None = None
         self.last_event_id = last_event_id
         self.reconnect_url: str | None = None
         self.ended = False
-        self.reconnects = 0
-        self._seen: set[str] = set()
-        self._failures = 0
-        self._max_reconnects = max_reconnects
-        self._backoff = backoff
-        self._max_backoff = max_backoff
 
     def on_response(self, response: httpx.Response) -> None:
-        """Check a (re)opened stream's headers and learn where to reconnect."""
-        content_type = response.headers.get("content-type", "")
-        if not content_type.startswith("text/event-stream"):
-            raise ProtocolError(f"expected a text/event-stream response, got {content_type!r}")
+        """Learn from a (re)opened stream's headers where to reconnect."""
         content_location = response.headers.get("content-location")
         if content_location and (match := _RUN_PATH.fullmatch(urlsplit(content_location).path)):
             self.thread_id = match["thread"] or self.thread_id
@@ -180,10 +172,8 @@ class StreamResume:
         """The event to hand to the caller, or None if it was already delivered."""
         if raw.id is not None:
             self.last_event_id = raw.id
-            if raw.id in self._seen:
-                return None
-            self._seen.add(raw.id)
-        self._failures = 0  # progress earns a fresh set of reconnect attempts
+        if not self.first_time(raw.id):
+            return None
         event = StreamEvent(event=raw.event, data=raw.data, id=raw.id)
         if event.is_terminal:
             self.ended = True
@@ -209,16 +199,6 @@ class StreamResume:
         if self.last_event_id:
             out["Last-Event-ID"] = self.last_event_id
         return out
-
-    def next_delay(self, cause: Exception) -> float:
-        """Seconds to wait before the next reconnect; raises once attempts are used up."""
-        self._failures += 1
-        self.reconnects += 1
-        if self._failures > self._max_reconnects:
-            raise TransportError(
-                f"stream lost and {self._max_reconnects} reconnect attempts failed: {cause}"
-            ) from cause
-        return backoff_delay(self._failures - 1, base=self._backoff, cap=self._max_backoff)
 
     def _derive_reconnect_url(self) -> None:
         if self.reconnect_url is None and self.thread_id and self.run_id:

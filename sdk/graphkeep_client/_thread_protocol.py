@@ -5,19 +5,16 @@ de-duplication by `event_id`, and the resume-gap error.
 
 from __future__ import annotations
 
-import random
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
-from ._errors import ResumeGap, ThreadStreamError, TransportError
+from ._errors import ResumeGap, ThreadStreamError
+from ._resume import Resume
 
 # every channel a subscription may name (`custom:<name>` selects one named channel)
 ALL_CHANNELS = ["values", "updates", "messages", "tools", "custom", "lifecycle", "input"]
-SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
-_SEEN_IDS = 10_000  # as the official client: enough for any overlap of two connections
 
 
 def is_root(event: Mapping[str, Any], *names: str) -> bool:
@@ -61,21 +58,16 @@ def websocket_url(base_url: httpx.URL, path: str) -> str:
     return str(url.copy_with(scheme="wss" if url.scheme == "https" else "ws"))
 
 
-class Cursor:
+class Cursor(Resume):
     """Where a subscription is: the highest seq delivered (sent back as `since` when it
-    reconnects) and the event ids already delivered (a replay overlaps; each event is handed
-    out once). Reconnect attempts reset on progress."""
+    reconnects), plus `Resume`'s delivered event ids (a replay overlaps; each event is
+    handed out once) and reconnect attempts."""
 
     def __init__(
         self, since: int | None, *, max_reconnects: int, backoff: float, max_backoff: float
     ) -> None:
+        super().__init__(max_reconnects=max_reconnects, backoff=backoff, max_backoff=max_backoff)
         self.since = since
-        self.reconnects = 0
-        self._seen: OrderedDict[str, None] = OrderedDict()
-        self._failures = 0
-        self._max = max_reconnects
-        self._backoff = backoff
-        self._max_backoff = max_backoff
 
     def body(self, subscription: Mapping[str, Any]) -> dict[str, Any]:
         """The filter to (re)open with, carrying the cursor."""
@@ -88,27 +80,8 @@ class Cursor:
         """Should this frame go to the caller? (An event not delivered before.)"""
         if not isinstance(envelope, Mapping) or envelope.get("type") != "event":
             return False
-        self._failures = 0
         seq = envelope.get("seq")
         if isinstance(seq, int) and not isinstance(seq, bool):
             self.since = seq if self.since is None else max(self.since, seq)
         event_id = envelope.get("event_id")
-        if not isinstance(event_id, str):
-            return True
-        if event_id in self._seen:
-            return False
-        self._seen[event_id] = None
-        if len(self._seen) > _SEEN_IDS:
-            self._seen.popitem(last=False)
-        return True
-
-    def next_delay(self, cause: BaseException) -> float:
-        """Seconds to wait before reconnecting; TransportError once attempts run out."""
-        if self._failures >= self._max:
-            raise TransportError(
-                f"thread stream lost after {self._failures} reconnects: {cause}"
-            ) from cause
-        delay = min(self._max_backoff, self._backoff * (2**self._failures))
-        self._failures += 1
-        self.reconnects += 1
-        return float(delay * (0.75 + random.random() / 2))  # jitter: replicas are not hit at once
+        return self.first_time(event_id if isinstance(event_id, str) else None)

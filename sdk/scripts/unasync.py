@@ -29,6 +29,7 @@ RULES: list[tuple[str, str]] = [
     (r"\b__aiter__\b", "__iter__"),
     (r"\b__anext__\b", "__next__"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
+    (r"\baclosing\b", "closing"),
     (r"\baclose\b", "close"),
     (r"\baread\b", "read"),
     (r"\baiter_bytes\b", "iter_bytes"),

@@ -57,6 +57,13 @@ class CutStream(httpx.SyncByteStream, httpx.AsyncByteStream):
     def __init__(self, chunks: list[bytes], *, cut: bool) -> None:
         self._chunks = chunks
         self._cut = cut
+        self.closed = False  # the client closed the response (its connection goes back)
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self._chunks

@@ -19,6 +19,7 @@ from graphkeep_client import (
     StreamEvent,
     TransportError,
 )
+from graphkeep_client._resume import Resume
 
 T = "1f0c2d3e-4a5b-7c6d-8e9f-0a1b2c3d4e5f"
 R = "1f0c2d3e-aaaa-7c6d-8e9f-0a1b2c3d4e5f"
@@ -230,7 +231,9 @@ async def test_stateless_stream_without_reconnect_target_raises_on_cut(
 
 
 async def test_closing_early_stops_reading(server: FakeServer, client: Any) -> None:
-    server.on("POST", CREATE, sse_response([sse(META, V1, V2, END)], headers=HEADERS))
+    reply = sse_response([sse(META, V1, V2, END)], headers=HEADERS)
+    body = reply.stream  # the CutStream itself: httpx wraps it once it is sent
+    server.on("POST", CREATE, reply)
     stream = client.runs.stream(T, "agent")
     if hasattr(stream, "__aiter__"):
         first = await stream.__anext__()
@@ -239,7 +242,34 @@ async def test_closing_early_stops_reading(server: FakeServer, client: Any) -> N
         first = next(stream)
         stream.close()
     assert first.run_metadata == RunMetadata(run_id=R, attempt=1)
+    assert body.closed  # type: ignore[attr-defined]
     assert await resolve(collect(stream)) == []
+
+
+def test_delivered_ids_are_remembered_up_to_a_bound() -> None:
+    resume = Resume(max_reconnects=1, backoff=0.0, max_backoff=0.0)
+    assert resume.first_time("a") and not resume.first_time("a")
+    assert resume.first_time(None) and resume.first_time(None)  # no id: always new
+    for n in range(10_000):
+        resume.first_time(str(n))
+    assert resume.first_time("a")  # the oldest id made room for newer ones
+    assert not resume.first_time("9999")
+
+
+def test_reconnect_attempts_reset_only_on_progress() -> None:
+    resume = Resume(max_reconnects=2, backoff=0.0, max_backoff=0.0)
+    cause = OSError("cut")
+    resume.next_delay(cause)
+    resume.next_delay(cause)
+    assert resume.first_time(None)  # a new event is progress
+    resume.next_delay(cause)
+    resume.first_time("x")
+    resume.next_delay(cause)
+    resume.first_time("x")  # a repeat is not
+    resume.next_delay(cause)
+    with pytest.raises(TransportError, match="2 reconnect attempts"):
+        resume.next_delay(cause)
+    assert resume.reconnects == 5
 
 
 def test_stream_event_helpers() -> None:

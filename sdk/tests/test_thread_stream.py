@@ -136,6 +136,38 @@ async def test_subscription_resumes_with_since_each_event_once_then_gap(
     assert thread.cursor == 3
 
 
+async def test_a_replay_of_delivered_events_only_is_not_progress(
+    server: FakeServer, client: Any, sleeps: list[float]
+) -> None:
+    from graphkeep_client import TransportError
+
+    # every reconnect replays the one event already delivered, then the link breaks again:
+    # the attempts run out instead of looping for ever
+    cuts = [sse_response([frames(ev(1, "values", {}))], cut=True) for _ in range(7)]
+    server.on("POST", EVENTS, *cuts)
+    thread = client.threads.stream(T, assistant_id="agent")
+    events = thread.subscribe(["values"])
+    assert [e["seq"] for e in await take(events, 1)] == [1]
+    with pytest.raises(TransportError, match="5 reconnect attempts"):
+        await take(events, 1)
+    assert len(server.calls("POST", EVENTS)) == 6 and len(sleeps) == 5
+
+
+async def test_closing_a_subscription_closes_its_connection_at_once(
+    server: FakeServer, client: Any
+) -> None:
+    reply = sse_response([frames(ev(1, "values", {}), ev(2, "values", {}))])
+    body = reply.stream  # the CutStream itself: httpx wraps it once it is sent
+    server.on("POST", EVENTS, reply)
+    thread = client.threads.stream(T, assistant_id="agent")
+    events = thread.subscribe(["values"])
+    assert [e["seq"] for e in await take(events, 1)] == [1]
+    assert not body.closed  # type: ignore[attr-defined]
+    await resolve(events.aclose() if hasattr(events, "__aiter__") else events.close())
+    # not left to the garbage collector: the response is closed when the subscription is
+    assert body.closed  # type: ignore[attr-defined]
+
+
 async def test_reconnects_are_bounded(server: FakeServer, client: Any, sleeps: list[float]) -> None:
     from graphkeep_client import TransportError
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 
 import httpx
 
@@ -11,6 +10,7 @@ from .._calls import Call, Timeout, TokenSource, client_options, model
 from .._models import Health, ServerInfo
 from .._policy import RetryPolicy
 from ._assistants import AsyncAssistants
+from ._closing import AsyncClosing
 from ._crons import AsyncCrons
 from ._http import AsyncHTTP
 from ._runs import AsyncRuns
@@ -18,7 +18,7 @@ from ._store import AsyncStore
 from ._threads import AsyncThreads
 
 
-class AsyncClient:
+class AsyncClient(AsyncClosing):
     """Client for a graphkeep server.
 
         async with AsyncClient("http://127.0.0.1:8123", api_key="...") as client:
@@ -76,17 +76,6 @@ class AsyncClient:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self._client.aclose()
-
-    async def __aenter__(self) -> AsyncClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 _health = model(Health.from_json)

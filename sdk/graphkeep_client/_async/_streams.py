@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncGenerator
-from types import TracebackType
+from contextlib import aclosing
 from typing import Any
 
 import httpx
 
-from .._calls import Call, decode_json, raise_for_status
+from .._calls import Call, decode_json
 from .._errors import ProtocolError, RateLimited, ServerError, TransportError
 from .._policy import RETRY_STATUSES
-from .._sse import SSEDecoder
+from .._sse import SSE_HEADERS
 from .._streams import StreamEvent, StreamResume
+from ._event_stream import AsyncEventStream, sse_events
 from ._http import AsyncHTTP, _sleep
 
-_SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 
-
-class AsyncRunStream:
+class AsyncRunStream(AsyncEventStream[StreamEvent]):
     """The events of one run, each delivered exactly once, until `end`/`error` or run end.
 
     Iterate it (`async for event in stream`); use it as a context manager, or call
@@ -69,27 +68,6 @@ class AsyncRunStream:
         """How many times the stream had to reconnect so far."""
         return self._resume.reconnects
 
-    def __aiter__(self) -> AsyncRunStream:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        return await self._events.__anext__()
-
-    async def __aenter__(self) -> AsyncRunStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop reading and close the connection (the run itself goes on)."""
-        await self._events.aclose()
-
     async def collect(self) -> list[StreamEvent]:
         """Read the stream to its end and return all events."""
         events: list[StreamEvent] = []
@@ -99,41 +77,33 @@ class AsyncRunStream:
 
     async def _iterate(self) -> AsyncGenerator[StreamEvent, None]:
         resume = self._resume
-        headers = {**_SSE_HEADERS, **(self._call.headers or {})}
+        headers = {**SSE_HEADERS, **(self._call.headers or {})}
         started = False  # the first request was answered with a stream
+
+        def opened(response: httpx.Response) -> None:
+            nonlocal started
+            resume.on_response(response)
+            started = True
+
         open_attempt = 0
         while True:
             call = self._next_call(started, headers)
             cause: Exception | None = None
             try:
-                response = await self._http.client.send(call.build(self._http.client), stream=True)
-                try:
-                    if response.status_code >= 400:
-                        await response.aread()
-                        raise_for_status(response)
-                    resume.on_response(response)
-                    started = True
-                    decoder = SSEDecoder()
-                    try:
-                        async for chunk in response.aiter_bytes():
-                            for raw in decoder.feed(chunk):
-                                if (event := resume.accept(raw)) is not None:
-                                    yield event
-                                if resume.ended:
-                                    return
-                        for raw in decoder.flush():
-                            if (event := resume.accept(raw)) is not None:
-                                yield event
-                    except httpx.TransportError as exc:
-                        cause = exc
-                finally:
-                    await response.aclose()
+                client = self._http.client
+                raws = sse_events(client, call.build(client), opened=opened)
+                async with aclosing(raws):
+                    async for raw in raws:
+                        if (event := resume.accept(raw)) is not None:
+                            yield event
+                        if resume.ended:
+                            return
             except (httpx.TransportError, RateLimited, ServerError, ProtocolError) as exc:
                 if not started:
                     await _sleep(self._open_retry_delay(call, exc, open_attempt))
                     open_attempt += 1
                     continue
-                cause = exc  # a restarting server refuses, answers 5xx/429, or non-SSE
+                cause = exc  # a cut, or a restarting server refuses, answers 5xx/429, non-SSE
             if resume.ended:
                 return
             if cause is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from types import TracebackType
+from contextlib import aclosing
 from typing import Any, Literal
 
 import httpx
@@ -27,16 +27,17 @@ from .._errors import (
     ThreadStreamError,
     error_class_for,
 )
-from .._sse import SSEDecoder
+from .._sse import SSE_HEADERS
 from .._thread_protocol import (
     ALL_CHANNELS,
-    SSE_HEADERS,
     Cursor,
     command_result,
     gap_from,
     is_root,
     websocket_url,
 )
+from ._closing import AsyncClosing
+from ._event_stream import AsyncEventStream, sse_events
 from ._http import AsyncHTTP, _sleep
 from ._runs import AsyncRuns
 
@@ -48,7 +49,7 @@ class _Dropped(Exception):
     """The connection ended or broke; reconnect with the cursor."""
 
 
-class AsyncThreadEvents:
+class AsyncThreadEvents(AsyncEventStream[dict[str, Any]]):
     """One subscription's events (dicts: the protocol's event envelopes), each once, until
     closed; reconnects with `since` when its connection drops."""
 
@@ -75,72 +76,35 @@ class AsyncThreadEvents:
     def reconnects(self) -> int:
         return self.cursor.reconnects
 
-    def __aiter__(self) -> AsyncThreadEvents:
-        return self
-
-    async def __anext__(self) -> dict[str, Any]:
-        return await self._events.__anext__()
-
-    async def __aenter__(self) -> AsyncThreadEvents:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connection (the thread's runs go on)."""
-        await self._events.aclose()
-
     async def _iterate(self) -> AsyncGenerator[dict[str, Any], None]:
         owner = self._owner
         while True:
             try:
-                if owner.transport == "websocket":
-                    frames = self._websocket()
-                else:
-                    frames = self._sse()
-                async for envelope in frames:
-                    if self.cursor.accept(envelope):
-                        owner._observe(envelope)
-                        yield envelope
+                frames = self._websocket() if owner.transport == "websocket" else self._sse()
+                async with aclosing(frames):
+                    async for envelope in frames:
+                        if self.cursor.accept(envelope):
+                            owner._observe(envelope)
+                            yield envelope
                 cause: Exception = _Dropped("the server ended the stream")
             except (httpx.TransportError, RateLimited, ServerError, _Dropped, OSError) as exc:
                 cause = exc  # a restarting server refuses, answers 5xx/429 or cuts the link
             await _sleep(self.cursor.next_delay(cause))
 
     async def _sse(self) -> AsyncGenerator[Any, None]:
-        http = self._owner._http.client
-        request = http.build_request(
+        client = self._owner._http.client
+        request = client.build_request(
             "POST",
             self._owner._path("stream/events"),
             json=self.cursor.body(self._subscription),
             headers={**SSE_HEADERS, **self._owner._headers},
         )
-        response = await http.send(request, stream=True)
-        try:
-            if response.status_code >= 400:
-                await response.aread()
-                gap = gap_from(_json_or_none(response)) if response.status_code == 410 else None
+        async with aclosing(sse_events(client, request, refused=_raise_gap)) as raws:
+            async for raw in raws:
+                gap = gap_from(raw.data)
                 if gap is not None:
                     raise gap
-                raise_for_status(response)
-            content_type = response.headers.get("content-type", "")
-            if not content_type.startswith("text/event-stream"):
-                raise ProtocolError(f"expected text/event-stream, got {content_type!r}")
-            decoder = SSEDecoder()
-            async for chunk in response.aiter_bytes():
-                for raw in decoder.feed(chunk):
-                    gap = gap_from(raw.data)
-                    if gap is not None:
-                        raise gap
-                    yield raw.data
-        finally:
-            await response.aclose()
+                yield raw.data
 
     async def _websocket(self) -> AsyncGenerator[Any, None]:
         # optional dependency: `pip install graphkeep-client[websocket]`
@@ -174,11 +138,16 @@ class AsyncThreadEvents:
         raise _Dropped("websocket closed")
 
 
-def _json_or_none(response: httpx.Response) -> Any:
+def _raise_gap(response: httpx.Response) -> None:
+    """A 410 that describes a resume gap raises it (its body is the error envelope)."""
+    if response.status_code != 410:
+        return
     try:
-        return decode_json(response)
+        gap = gap_from(decode_json(response))
     except ProtocolError:
-        return None
+        return
+    if gap is not None:
+        raise gap
 
 
 class AsyncThreadRun:
@@ -234,7 +203,7 @@ class AsyncThreadRun:
         return result
 
 
-class AsyncThreadStream:
+class AsyncThreadStream(AsyncClosing):
     """One thread's streaming session; use it as a context manager:
 
     async with client.threads.stream(assistant_id="agent") as thread:
@@ -269,17 +238,6 @@ class AsyncThreadStream:
         self._next_id = 1
         self._open: list[AsyncThreadEvents] = []
         self.cursor: int | None = None  # the highest seq any subscription delivered
-
-    async def __aenter__(self) -> AsyncThreadStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every subscription of the session (runs go on)."""

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
 
 import httpx
 
@@ -12,6 +11,7 @@ from .._calls import Call, Timeout, TokenSource, client_options, model
 from .._models import Health, ServerInfo
 from .._policy import RetryPolicy
 from ._assistants import Assistants
+from ._closing import Closing
 from ._crons import Crons
 from ._http import HTTP
 from ._runs import Runs
@@ -19,7 +19,7 @@ from ._store import Store
 from ._threads import Threads
 
 
-class Client:
+class Client(Closing):
     """Client for a graphkeep server.
 
         with Client("http://127.0.0.1:8123", api_key="...") as client:
@@ -77,17 +77,6 @@ class Client:
     def close(self) -> None:
         """Close the connection pool."""
         self._client.close()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 _health = model(Health.from_json)

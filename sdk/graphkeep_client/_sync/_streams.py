@@ -5,22 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
-from types import TracebackType
+from contextlib import closing
 from typing import Any
 
 import httpx
 
-from .._calls import Call, decode_json, raise_for_status
+from .._calls import Call, decode_json
 from .._errors import ProtocolError, RateLimited, ServerError, TransportError
 from .._policy import RETRY_STATUSES
-from .._sse import SSEDecoder
+from .._sse import SSE_HEADERS
 from .._streams import StreamEvent, StreamResume
+from ._event_stream import EventStream, sse_events
 from ._http import HTTP, _sleep
 
-_SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 
-
-class RunStream:
+class RunStream(EventStream[StreamEvent]):
     """The events of one run, each delivered exactly once, until `end`/`error` or run end.
 
     Iterate it (`for event in stream`); use it as a context manager, or call
@@ -70,27 +69,6 @@ class RunStream:
         """How many times the stream had to reconnect so far."""
         return self._resume.reconnects
 
-    def __iter__(self) -> RunStream:
-        return self
-
-    def __next__(self) -> StreamEvent:
-        return self._events.__next__()
-
-    def __enter__(self) -> RunStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop reading and close the connection (the run itself goes on)."""
-        self._events.close()
-
     def collect(self) -> list[StreamEvent]:
         """Read the stream to its end and return all events."""
         events: list[StreamEvent] = []
@@ -100,41 +78,33 @@ class RunStream:
 
     def _iterate(self) -> Generator[StreamEvent, None, None]:
         resume = self._resume
-        headers = {**_SSE_HEADERS, **(self._call.headers or {})}
+        headers = {**SSE_HEADERS, **(self._call.headers or {})}
         started = False  # the first request was answered with a stream
+
+        def opened(response: httpx.Response) -> None:
+            nonlocal started
+            resume.on_response(response)
+            started = True
+
         open_attempt = 0
         while True:
             call = self._next_call(started, headers)
             cause: Exception | None = None
             try:
-                response = self._http.client.send(call.build(self._http.client), stream=True)
-                try:
-                    if response.status_code >= 400:
-                        response.read()
-                        raise_for_status(response)
-                    resume.on_response(response)
-                    started = True
-                    decoder = SSEDecoder()
-                    try:
-                        for chunk in response.iter_bytes():
-                            for raw in decoder.feed(chunk):
-                                if (event := resume.accept(raw)) is not None:
-                                    yield event
-                                if resume.ended:
-                                    return
-                        for raw in decoder.flush():
-                            if (event := resume.accept(raw)) is not None:
-                                yield event
-                    except httpx.TransportError as exc:
-                        cause = exc
-                finally:
-                    response.close()
+                client = self._http.client
+                raws = sse_events(client, call.build(client), opened=opened)
+                with closing(raws):
+                    for raw in raws:
+                        if (event := resume.accept(raw)) is not None:
+                            yield event
+                        if resume.ended:
+                            return
             except (httpx.TransportError, RateLimited, ServerError, ProtocolError) as exc:
                 if not started:
                     _sleep(self._open_retry_delay(call, exc, open_attempt))
                     open_attempt += 1
                     continue
-                cause = exc  # a restarting server refuses, answers 5xx/429, or non-SSE
+                cause = exc  # a cut, or a restarting server refuses, answers 5xx/429, non-SSE
             if resume.ended:
                 return
             if cause is None:

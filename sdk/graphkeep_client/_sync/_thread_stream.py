@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Iterator, Mapping
-from types import TracebackType
+from contextlib import closing
 from typing import Any, Literal
 
 import httpx
@@ -28,16 +28,17 @@ from .._errors import (
     ThreadStreamError,
     error_class_for,
 )
-from .._sse import SSEDecoder
+from .._sse import SSE_HEADERS
 from .._thread_protocol import (
     ALL_CHANNELS,
-    SSE_HEADERS,
     Cursor,
     command_result,
     gap_from,
     is_root,
     websocket_url,
 )
+from ._closing import Closing
+from ._event_stream import EventStream, sse_events
 from ._http import HTTP, _sleep
 from ._runs import Runs
 
@@ -49,7 +50,7 @@ class _Dropped(Exception):
     """The connection ended or broke; reconnect with the cursor."""
 
 
-class ThreadEvents:
+class ThreadEvents(EventStream[dict[str, Any]]):
     """One subscription's events (dicts: the protocol's event envelopes), each once, until
     closed; reconnects with `since` when its connection drops."""
 
@@ -76,72 +77,35 @@ class ThreadEvents:
     def reconnects(self) -> int:
         return self.cursor.reconnects
 
-    def __iter__(self) -> ThreadEvents:
-        return self
-
-    def __next__(self) -> dict[str, Any]:
-        return self._events.__next__()
-
-    def __enter__(self) -> ThreadEvents:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection (the thread's runs go on)."""
-        self._events.close()
-
     def _iterate(self) -> Generator[dict[str, Any], None, None]:
         owner = self._owner
         while True:
             try:
-                if owner.transport == "websocket":
-                    frames = self._websocket()
-                else:
-                    frames = self._sse()
-                for envelope in frames:
-                    if self.cursor.accept(envelope):
-                        owner._observe(envelope)
-                        yield envelope
+                frames = self._websocket() if owner.transport == "websocket" else self._sse()
+                with closing(frames):
+                    for envelope in frames:
+                        if self.cursor.accept(envelope):
+                            owner._observe(envelope)
+                            yield envelope
                 cause: Exception = _Dropped("the server ended the stream")
             except (httpx.TransportError, RateLimited, ServerError, _Dropped, OSError) as exc:
                 cause = exc  # a restarting server refuses, answers 5xx/429 or cuts the link
             _sleep(self.cursor.next_delay(cause))
 
     def _sse(self) -> Generator[Any, None, None]:
-        http = self._owner._http.client
-        request = http.build_request(
+        client = self._owner._http.client
+        request = client.build_request(
             "POST",
             self._owner._path("stream/events"),
             json=self.cursor.body(self._subscription),
             headers={**SSE_HEADERS, **self._owner._headers},
         )
-        response = http.send(request, stream=True)
-        try:
-            if response.status_code >= 400:
-                response.read()
-                gap = gap_from(_json_or_none(response)) if response.status_code == 410 else None
+        with closing(sse_events(client, request, refused=_raise_gap)) as raws:
+            for raw in raws:
+                gap = gap_from(raw.data)
                 if gap is not None:
                     raise gap
-                raise_for_status(response)
-            content_type = response.headers.get("content-type", "")
-            if not content_type.startswith("text/event-stream"):
-                raise ProtocolError(f"expected text/event-stream, got {content_type!r}")
-            decoder = SSEDecoder()
-            for chunk in response.iter_bytes():
-                for raw in decoder.feed(chunk):
-                    gap = gap_from(raw.data)
-                    if gap is not None:
-                        raise gap
-                    yield raw.data
-        finally:
-            response.close()
+                yield raw.data
 
     def _websocket(self) -> Generator[Any, None, None]:
         # optional dependency: `pip install graphkeep-client[websocket]`
@@ -175,11 +139,16 @@ class ThreadEvents:
         raise _Dropped("websocket closed")
 
 
-def _json_or_none(response: httpx.Response) -> Any:
+def _raise_gap(response: httpx.Response) -> None:
+    """A 410 that describes a resume gap raises it (its body is the error envelope)."""
+    if response.status_code != 410:
+        return
     try:
-        return decode_json(response)
+        gap = gap_from(decode_json(response))
     except ProtocolError:
-        return None
+        return
+    if gap is not None:
+        raise gap
 
 
 class ThreadRun:
@@ -235,7 +204,7 @@ class ThreadRun:
         return result
 
 
-class ThreadStream:
+class ThreadStream(Closing):
     """One thread's streaming session; use it as a context manager:
 
     with client.threads.stream(assistant_id="agent") as thread:
@@ -270,17 +239,6 @@ class ThreadStream:
         self._next_id = 1
         self._open: list[ThreadEvents] = []
         self.cursor: int | None = None  # the highest seq any subscription delivered
-
-    def __enter__(self) -> ThreadStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close every subscription of the session (runs go on)."""
