@@ -147,6 +147,36 @@ def unnest_arrays(dialect: Dialect | str, prefix: str, columns: dict[str, Any]) 
     return func.unnest(*arrays).table_valued(*columns).render_derived()
 
 
+def bound_rows(dialect: Dialect | str, prefix: str, columns: dict[str, Any]) -> Any:
+    """Rows of any number from one parameter set, as a FROM item whose columns are named
+    `columns`, in ONE statement shape (compiled and prepared once): `unnest_arrays` on
+    PostgreSQL; on SQLite `json_each` over one JSON array of row arrays, `:<prefix>rows`.
+    `bound_rows_params` builds the parameters."""
+    if _name(dialect) == "postgresql":
+        return unnest_arrays(dialect, prefix, columns)
+    each = func.json_each(bindparam(f"{prefix}rows", type_=Text)).table_valued("value")
+    return (
+        select(
+            *(
+                type_coerce(func.json_extract(each.c.value, f"$[{i}]"), type_).label(name)
+                for i, (name, type_) in enumerate(columns.items())
+            )
+        )
+        .select_from(each)
+        .subquery()
+    )
+
+
+def bound_rows_params(
+    dialect: Dialect | str, prefix: str, columns: list[str], rows: list[tuple[Any, ...]]
+) -> dict[str, Any]:
+    """The parameters of `bound_rows` for `rows` (tuples in the order of `columns`; values
+    JSON-able scalars)."""
+    if _name(dialect) == "postgresql":
+        return {f"{prefix}{name}": [row[i] for row in rows] for i, name in enumerate(columns)}
+    return {f"{prefix}rows": json.dumps(rows, separators=(",", ":"))}
+
+
 def json_pairs(dialect: Dialect | str, column: ColumnElement[Any]) -> Any:
     """A JSON object column as rows (`key`, `value` text) to join against, in FROM:
     `jsonb_each_text` on PostgreSQL, `json_each` on SQLite (both may reference an earlier

@@ -129,6 +129,23 @@ class ThreadStreamRuns:
             )
             return found.first() is not None
 
+    @staticmethod
+    async def _prepare(
+        run: ClaimedRun, has_progress: Callable[[], Awaitable[bool]]
+    ) -> tuple[dict[str, Any], Any, Any]:
+        """The run's (config, graph input, context) from its kwargs."""
+        kwargs = run.kwargs
+        config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
+        configurable = config["configurable"] = restore_auth_user(config.get("configurable") or {})
+        if kwargs.get("strict_resume"):
+            configurable[STRICT_RESUME_KEY] = True
+        graph_in = graph_input(kwargs)
+        if run.attempt > 1 and await has_progress():
+            graph_in = None  # resume where the last attempt stopped
+            for key in ("checkpoint_id", "checkpoint_map"):
+                configurable.pop(key, None)
+        return config, graph_in, kwargs.get("context") or None
+
     async def drive(
         self,
         run: ClaimedRun,
@@ -147,31 +164,23 @@ class ThreadStreamRuns:
             # a stateless run's thread goes with it and nobody can stream it: no log rows
             await classic()
             return
-        running: Event = ("lifecycle", [], {"event": "running", "graph_name": run.graph_id})
+        running_data = {"event": "running", "graph_name": run.graph_id}
         first_attempt_log = not await self._logged_before(run)
         if not is_protocol_run(run.kwargs):
             if first_attempt_log:
-                await self._root(run, running[2], settled=False)
+                await self._root(run, running_data, settled=False)
             await classic()
             return
-        kwargs = run.kwargs
-        config: dict[str, Any] = copy.deepcopy(kwargs.get("config") or {})
-        configurable = config["configurable"] = restore_auth_user(config.get("configurable") or {})
-        if kwargs.get("strict_resume"):
-            configurable[STRICT_RESUME_KEY] = True
-        graph_in = graph_input(kwargs)
-        if run.attempt > 1 and await has_progress():
-            graph_in = None  # resume where the last attempt stopped
-            for key in ("checkpoint_id", "checkpoint_map"):
-                configurable.pop(key, None)
-        context = kwargs.get("context") or None
         normaliser = ProtocolNormaliser(run.graph_id)
         writer = _BatchWriter(self.log, run, FencingToken(run.run_id, run.attempt))
         if first_attempt_log:
-            # queued, not awaited: its append overlaps the graph's preparation (the first
-            # `values` no longer waits one round trip more); the writer keeps the order
-            writer.put([running])
+            # queued before anything that can fail (has_progress, the kwargs), so a run that
+            # fails before its graph starts still logs `running` ahead of its `failed`; not
+            # awaited: its append overlaps the graph's preparation, the writer keeps the order
+            writer.put([("lifecycle", [], running_data)])
         try:
+            config, graph_in, context = await self._prepare(run, has_progress)
+            kwargs = run.kwargs
             async with (
                 self.graphs.open(
                     run.graph_id,

@@ -4,6 +4,8 @@ dense; a settled attempt may append only its own terminal."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -61,3 +63,26 @@ async def test_one_statement_append_is_fenced(engine: AsyncEngine) -> None:
         await log.append(tenant_id="t1", thread_id=thread_id, token=stale, events=[event])
     await log.append(tenant_id="t1", thread_id=thread_id, token=owner, events=[event, event])
     assert await _seqs(engine, thread_id) == [1, 2, 3]
+
+
+async def test_one_append_of_many_events_keeps_their_order(engine: AsyncEngine) -> None:
+    """A batch of any size is one statement whose rows arrive as parameters (unnest on
+    PostgreSQL, json_each on SQLite): each event gets the seq of its position, and its
+    method, namespace and data as given, after what the thread held."""
+    thread_id, run_id = await seed_thread_run(engine, attempt=1, status="running")
+    log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
+    token = FencingToken(run_id, 1)
+    await log.append(
+        tenant_id="t1", thread_id=thread_id, token=token, events=[("lifecycle", [], {"a": 0})]
+    )
+    events = [
+        ("messages" if i % 3 else "custom", ["sub:1"] if i % 2 else [], {"i": i, "t": 'é"\n'})
+        for i in range(700)
+    ]
+    await log.append(tenant_id="t1", thread_id=thread_id, token=token, events=events)
+    got = await log.read_after(tenant_id="t1", thread_id=thread_id, since=1)
+    assert [e.seq for e in got] == list(range(2, 702))
+    assert [e.event_id for e in got] == [str(s) for s in range(2, 702)]
+    assert [(e.method, e.namespace, json.loads(e.data)) for e in got] == [
+        (m, ns, d) for m, ns, d in events
+    ]

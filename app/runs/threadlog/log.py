@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Insert
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -112,25 +111,11 @@ class LogEvent:
         return name if isinstance(name, str) and name else None
 
 
-def _append_statement(
-    tenant_id: str,
-    thread_id: str,
-    token: FencingToken,
-    events: Sequence[tuple[str, Sequence[str], Any]],
-    settled: bool,
-) -> Insert:
-    rows = [
+def _rows(events: Sequence[tuple[str, Sequence[str], Any]]) -> list[tuple[str, str, str]]:
+    return [
         (method, json.dumps(list(ns), separators=(",", ":")), encode_payload(data))
         for method, ns, data in events
     ]
-    return queries.append_events(
-        tenant_id=tenant_id,
-        thread_id=thread_id,
-        token=token,
-        rows=rows,
-        now=utcnow(),
-        settled=settled,
-    )
 
 
 async def _retrying_seq(write: Callable[[], Awaitable[None]]) -> None:
@@ -166,24 +151,30 @@ class ThreadLog:
         inside on PostgreSQL (no BEGIN / COMMIT round trips); retried on a seq collision."""
         if not events:
             return
-        statement = _append_statement(tenant_id, thread_id, token, events, settled)
+        dialect = self.engine.dialect.name
+        params = queries.append_params(
+            dialect,
+            tenant_id=tenant_id,
+            thread_id=thread_id,
+            token=token,
+            rows=_rows(events),
+            now=utcnow(),
+        )
         announce = self.hub.cross_process and not self.hub.alone  # PostgreSQL with peers
+        if announce:
+            params[queries.A_CHANNEL] = notify.NOTIFY_CHANNEL
+            params[queries.A_PAYLOAD] = notify.encode(
+                notify.Kind.EVENTS, token.run_id, origin=self.hub.origin, thread_id=thread_id
+            )
 
         async def write() -> None:
             async with transaction(self.engine, one_statement=True) as conn:
                 if announce:
-                    payload = notify.encode(
-                        notify.Kind.EVENTS,
-                        token.run_id,
-                        origin=self.hub.origin,
-                        thread_id=thread_id,
-                    )
-                    query = queries.append_announced(
-                        statement, channel=notify.NOTIFY_CHANNEL, payload=payload
-                    )
-                    written = (await conn.execute(query)).scalar_one()
+                    query = queries.append_announced(settled=settled)
+                    written = (await conn.execute(query, params)).scalar_one()
                 else:
-                    written = (await conn.execute(statement)).rowcount
+                    statement = queries.append_events(dialect, settled=settled)
+                    written = (await conn.execute(statement, params)).rowcount
                 if not written:
                     raise AttemptSuperseded(token, "thread log append")
 

@@ -1,0 +1,101 @@
+"""`ThreadStreamRuns.drive` logs a protocol run's root `running` before anything that can fail:
+a run whose preparation fails (its kwargs, the progress check of a retried attempt) before
+the graph starts still reads `running` then `failed` on the thread log, on both dialects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from app.db.tables import runs, thread_events
+from app.db.types import utcnow
+from app.runs.events import EventHub
+from app.runs.protocol_runs import PROTOCOL_MARKER, ThreadStreamRuns
+from app.runs.queue import ClaimedRun
+from app.runs.threadlog.codec import decode_payload
+from tests.integration.threadlog_rows import seed_thread_run
+
+
+class _NoGraphs:
+    """The graph registry of a run that must fail before its graph is opened."""
+
+    def open(self, *_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("the graph was opened")
+
+    def stream_transformers(self, _graph_id: str) -> list[Any]:
+        raise AssertionError("the graph was opened")
+
+
+def _claimed(thread_id: str, run_id: str, attempt: int, kwargs: dict[str, Any]) -> ClaimedRun:
+    return ClaimedRun(
+        run_id=run_id,
+        tenant_id="t1",
+        thread_id=thread_id,
+        assistant_id=run_id,
+        graph_id="g",
+        kwargs=kwargs,
+        metadata={},
+        attempt=attempt,
+        temporary=False,
+        cancel_action=None,
+        created_at=utcnow(),
+    )
+
+
+async def _root_lifecycle(engine: AsyncEngine, thread_id: str) -> list[str]:
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            select(thread_events.c.method, thread_events.c.data)
+            .where(thread_events.c.thread_id == thread_id)
+            .order_by(thread_events.c.seq)
+        )
+        return [json.loads(decode_payload(r.data))["event"] for r in rows]
+
+
+async def _nothing() -> None:
+    return None
+
+
+@pytest.mark.parametrize("failure", ["kwargs", "has_progress"])
+async def test_failure_before_the_graph_logs_running_first(
+    engine: AsyncEngine, failure: str
+) -> None:
+    # attempt 2 with nothing logged yet (its first attempt died before logging): the progress
+    # check runs, and `running` is still this run's to log
+    thread_id, run_id = await seed_thread_run(engine, attempt=2, status="running")
+    kwargs: dict[str, Any] = {"config": {"configurable": {PROTOCOL_MARKER: True}}}
+    if failure == "kwargs":
+        kwargs["command"] = {"update": [1]}  # not (key, value) pairs: graph_input refuses it
+
+    async def has_progress() -> bool:
+        if failure == "has_progress":
+            raise RuntimeError("the checkpoint read failed")
+        return False
+
+    runner = ThreadStreamRuns(
+        engine=engine,
+        hub=EventHub(engine, retention_seconds=60),
+        graphs=_NoGraphs(),
+        run_timeout=None,
+    )
+    run = _claimed(thread_id, run_id, 2, kwargs)
+    with pytest.raises((TypeError, RuntimeError)):
+        await runner.drive(
+            run,
+            None,
+            classic=_nothing,
+            saver=None,
+            store=None,
+            has_progress=has_progress,
+            check_lease=_nothing,
+        )
+    assert await _root_lifecycle(engine, thread_id) == ["running"]
+    # the executor settles it as an error, then the terminal follows
+    async with engine.begin() as conn:
+        await conn.execute(update(runs).where(runs.c.run_id == run_id).values(status="error"))
+    await runner.ended(run, "error", {"error": "TypeError", "message": "bad input"})
+    assert await _root_lifecycle(engine, thread_id) == ["running", "failed"]
