@@ -1,16 +1,19 @@
 """The replay fast paths frame exactly as the per-event path does: `format_events` against
 `format_event` (with and without redaction), and the envelope's direct quoting of ids and
-methods against `json.dumps` (strings that need escaping still get it)."""
+methods against `json.dumps` (strings that need escaping still get it), and raw
+created_at values read as the instants UTCDateTime gives."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from app import redaction
 from app.api.sse import format_event, format_events
+from app.db.types import utc_from_raw
 from app.runs.threadlog.log import LogEvent
 
 FRAMES = [
@@ -61,3 +64,13 @@ def test_envelope_is_valid_json_with_the_stored_parts(event_id: str, method: str
         "method": method,
         "params": {"namespace": ["a:1"], "timestamp": 1700000000123, "data": {"k": [1, "v"]}},
     }
+
+
+def test_raw_created_at_is_the_same_instant_on_both_dialects() -> None:
+    """What the log reader gets for `created_at` read raw (SQLite's text, asyncpg's aware
+    datetime in any zone) is the instant UTCDateTime would have given."""
+    instant = datetime(2026, 12, 2, 17, 5, 3, 123456, tzinfo=UTC)
+    assert utc_from_raw("2026-12-02 17:05:03.123456") == instant
+    assert utc_from_raw("2026-12-02 17:05:03") == instant.replace(microsecond=0)
+    assert utc_from_raw(instant.astimezone(timezone(timedelta(hours=5)))) == instant
+    assert utc_from_raw(instant).tzinfo is UTC

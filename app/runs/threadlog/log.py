@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.access import read, transaction
-from app.db.types import utcnow
+from app.db.types import utc_from_raw, utcnow
 from app.runs import notify
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
@@ -158,20 +158,19 @@ async def _retrying_seq(write: Callable[[], Awaitable[None]]) -> None:
             await asyncio.sleep(0.002 * (retry + 1))
 
 
-def _events(rows: Sequence[tuple[Any, str, str, str, str, datetime]]) -> list[LogEvent]:
+def _events(rows: Sequence[tuple[Any, str, str, str, str, datetime | str]]) -> list[LogEvent]:
     """Stored rows as events. A replay turns thousands of rows into frames, so this is kept
     lean: rows are unpacked as tuples (not read by name), and the timestamp is computed once
-    per distinct `created_at` (an append batch shares one). `created_at` comes untyped from
-    `queries.read_after` (aware on PostgreSQL, naive UTC on SQLite), normalised here."""
-    stamps: dict[datetime, int] = {}
+    per distinct raw `created_at` (an append batch shares one; see queries.read_after)."""
+    stamps: dict[datetime | str, int] = {}
     out: list[LogEvent] = []
     append = out.append
     make = LogEvent
     for seq, event_id, method, namespace, data, created_at in rows:
         stamp = stamps.get(created_at)
         if stamp is None:
-            aware = created_at if created_at.tzinfo is not None else created_at.replace(tzinfo=UTC)
-            stamp = stamps[created_at] = int((aware - _EPOCH).total_seconds() * 1000)
+            moment = utc_from_raw(created_at)
+            stamp = stamps[created_at] = int((moment - _EPOCH).total_seconds() * 1000)
         append(make(int(seq), event_id, method, namespace, decode_payload(data), stamp))
     return out
 
