@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from app import redaction
 from app.errors import ValidationFailed
@@ -34,6 +35,19 @@ def format_event(event: str, data: str, event_id: str | None = None) -> bytes:
     if event_id is not None:
         head += f"id: {event_id}\r\n"
     return f"{head}data: {data}\r\n\r\n".encode()
+
+
+def format_events(frames: Iterable[tuple[str, str, str]]) -> bytes:
+    """`(event, data, event_id)` frames as `format_event` frames them, in one bytes object:
+    a replay frames thousands of events per page, so the redactor is looked up and the text
+    encoded once per page rather than once per event."""
+    redactor = redaction.active()
+    if redactor.enabled:
+        return b"".join(format_event(event, data, event_id) for event, data, event_id in frames)
+    return "".join(
+        f"event: {event}\r\nid: {event_id}\r\ndata: {data}\r\n\r\n"
+        for event, data, event_id in frames
+    ).encode()
 
 
 def parse_last_event_id(value: str | None) -> int | None:

@@ -20,7 +20,7 @@ from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.errors import status_for
 from app.api.routing import resource_router
-from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
+from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event, format_events
 from app.errors import AppError
 from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message
 from app.runs.threadlog.filters import FilterError, parse_subscription
@@ -175,8 +175,8 @@ async def stream_thread_events(
                 if not batch:
                     yield HEARTBEAT
                     continue
-                chunk = b"".join(
-                    format_event(ev.method, ev.envelope(), str(ev.seq))
+                chunk = format_events(
+                    (ev.method, ev.envelope(), str(ev.seq))
                     for ev in batch
                     if subscription.matches(ev)
                 )

@@ -71,10 +71,14 @@ class _Socket:
                 since=since,
                 heartbeat=heartbeat_seconds(self.state),
             ):
-                for ev in batch:
-                    if any(s.matches(ev) for s in self.subs.values()):
-                        await self.send(ev.envelope())
-                        self.delivered = ev.seq
+                # one message per event (the protocol's frame), but the send lock is taken
+                # once per page: a replay of thousands of events is one lock, not thousands,
+                # and command answers still go between pages, never inside a frame
+                async with self.send_lock:
+                    for ev in batch:
+                        if any(s.matches(ev) for s in self.subs.values()):
+                            await self.ws.send_text(ev.envelope())
+                            self.delivered = ev.seq
         except ResumeGap as gap:
             # trimmed under a reader that fell behind: the error, then 4410 (a 4xx the SDK
             # does not retry), never a silently skipped event

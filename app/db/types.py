@@ -68,5 +68,14 @@ class UTCDateTime(TypeDecorator[datetime]):
         return result.astimezone(UTC)
 
 
+def utc_from_raw(value: datetime | str) -> datetime:
+    """A UTCDateTime column's value as read without its type (`type_coerce(col, String)`):
+    a datetime from asyncpg, the stored `YYYY-MM-DD HH:MM:SS[.ffffff]` text (UTC) on SQLite.
+    For readers of many rows that convert each distinct value once (the thread log's
+    replay), which the column's per-row processing would not let them do."""
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)

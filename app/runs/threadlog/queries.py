@@ -32,6 +32,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    type_coerce,
     update,
 )
 
@@ -149,9 +150,13 @@ def append_params(
 
 
 def read_after(*, tenant_id: str, thread_id: str, since: int, limit: int) -> Select[Any]:
-    """The caller's events of the thread with `seq > since`, oldest first."""
+    """The caller's events of the thread with `seq > since`, oldest first. `created_at` is
+    read raw (no result processing: asyncpg's datetime, SQLite's stored text), not through
+    UTCDateTime's per-row processing: a replay reads thousands of rows, and the reader
+    converts each distinct value once (`app.db.types.utc_from_raw`)."""
+    created_at = type_coerce(TE.c.created_at, String).label("created_at")
     return (
-        select(TE.c.seq, TE.c.event_id, TE.c.method, TE.c.namespace, TE.c.data, TE.c.created_at)
+        select(TE.c.seq, TE.c.event_id, TE.c.method, TE.c.namespace, TE.c.data, created_at)
         .where(TE.c.tenant_id == tenant_id, TE.c.thread_id == thread_id, TE.c.seq > since)
         .order_by(TE.c.seq)
         .limit(limit)
