@@ -208,7 +208,7 @@ class FencedSaver(SQLSaver):
     def _prepared(self) -> tuple[DirectStatement, ...]:
         prepared = _PREPARED.get(self.engine)
         if prepared is None:
-            prepare = self._direct.prepare
+            prepare = self._key_statement
             if self._one_statement:
                 prepared = (prepare(_put_statement()), prepare(_writes_statement()))
             else:
