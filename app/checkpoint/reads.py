@@ -116,7 +116,9 @@ class CheckpointReads:
                 if kind == "get"
                 else tuple_queries.select_list(dialect, before=flag, guard=guard)
             )
-            found = self._guarded[key] = (guard, self._direct.prepare(statement))
+            # a get is a key probe (see SQLSaver._key_statement), a list a range
+            prepare = self._key_statement if kind == "get" else self._direct.prepare
+            found = self._guarded[key] = (guard, prepare(statement))
         return found[1]
 
     async def aprefetch_tuple(
