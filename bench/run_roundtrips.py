@@ -8,7 +8,7 @@ clients under cProfile and prints, per run, the calls of asyncpg's Python entry 
 of socket send (asyncpg writes each exchange in one send: the round trips). asyncpg's Cython
 protocol methods are invisible to cProfile, hence these. Call counts do not depend on load.
 
-    python bench/run_roundtrips.py [--runs 50] [--clients 1] [--top 0] [--sql]
+    python bench/run_roundtrips.py [--runs 50] [--clients 1] [--pool-size 0] [--top 0] [--sql]
 
 `--sql` also lists the statements sent per run (asyncpg's Python entry points wrapped while the
 profile runs), so a count can be tied to the code that sends it.
