@@ -8,7 +8,7 @@ clients under cProfile and prints, per run, the calls of asyncpg's Python entry 
 of socket send (asyncpg writes each exchange in one send: the round trips). asyncpg's Cython
 protocol methods are invisible to cProfile, hence these. Call counts do not depend on load.
 
-    python bench/run_roundtrips.py [--runs 50] [--clients 1] [--top 0] [--sql]
+    python bench/run_roundtrips.py [--runs 50] [--clients 1] [--pool-size 0] [--top 0] [--sql]
 
 `--sql` also lists the statements sent per run (asyncpg's Python entry points wrapped while the
 profile runs), so a count can be tied to the code that sends it.
@@ -75,7 +75,9 @@ def _record_statements() -> None:
 RECORDING = False
 
 
-async def _measure(db: str, runs: int, top: int, clients: int, sort: str) -> dict[str, float]:
+async def _measure(
+    db: str, runs: int, top: int, clients: int, sort: str, pool_size: int = 0
+) -> dict[str, float]:
     global RECORDING
     import httpx
 
@@ -95,7 +97,7 @@ async def _measure(db: str, runs: int, top: int, clients: int, sort: str) -> dic
     settings = Settings(
         database_url=url,
         workers=clients,
-        db_pool_size=4 + clients // 4,
+        db_pool_size=pool_size or 4 + clients // 4,
         db_max_overflow=0,
         config_file=config,
     )
@@ -145,6 +147,9 @@ async def main() -> int:
     parser.add_argument(
         "--clients", type=int, default=1, help="concurrent clients (and in-process workers)"
     )
+    parser.add_argument(
+        "--pool-size", type=int, default=0, help="server DB pool (0: 4 + clients / 4)"
+    )
     parser.add_argument("--sort", default="tottime", help="cProfile order for --top")
     parser.add_argument("--sql", action="store_true", help="also list statements per run")
     args = parser.parse_args()
@@ -154,7 +159,7 @@ async def main() -> int:
     await pg_database("create", db)
     try:
         args.runs -= args.runs % args.clients
-        counts = await _measure(db, args.runs, args.top, args.clients, args.sort)
+        counts = await _measure(db, args.runs, args.top, args.clients, args.sort, args.pool_size)
     finally:
         await pg_database("drop", db)
     print(json.dumps({"per_run": counts}, indent=1))

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import ClauseElement
 
 from app.checkpoint import codec, delta, delta_queries, tuple_queries, tuple_rows
 from app.checkpoint.codec import check_text
@@ -63,12 +64,16 @@ class CheckpointReads:
     def _thread_key(self, config: RunnableConfig) -> dict[str, str]:
         raise NotImplementedError
 
+    def _key_statement(self, statement: ClauseElement) -> DirectStatement:
+        raise NotImplementedError
+
     def _prepare_reads(self) -> None:
         """Build the read statements once (pre-compiled where they run on `_direct`)."""
         dialect = self.engine.dialect
         prepare = self._direct.prepare
-        self._get_by_id = prepare(tuple_queries.select_tuple(dialect, by_id=True))
-        self._get_latest = prepare(tuple_queries.select_tuple(dialect, by_id=False))
+        # the per-run gets: see SQLSaver._key_statement
+        self._get_by_id = self._key_statement(tuple_queries.select_tuple(dialect, by_id=True))
+        self._get_latest = self._key_statement(tuple_queries.select_tuple(dialect, by_id=False))
         self._history_statements: dict[tuple[int, bool], Any] = {}
         # set on views made by aprefetch_tuple / aprefetch_list: (call key, result), used once
         self._prefetched_get: tuple[Any, CheckpointTuple | None] | None = None
@@ -111,7 +116,9 @@ class CheckpointReads:
                 if kind == "get"
                 else tuple_queries.select_list(dialect, before=flag, guard=guard)
             )
-            found = self._guarded[key] = (guard, self._direct.prepare(statement))
+            # a get is a key probe (see SQLSaver._key_statement), a list a range
+            prepare = self._key_statement if kind == "get" else self._direct.prepare
+            found = self._guarded[key] = (guard, prepare(statement))
         return found[1]
 
     async def aprefetch_tuple(

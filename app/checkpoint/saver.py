@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import ClauseElement
 
 from app import metrics
 from app.checkpoint import codec, queries
@@ -41,7 +42,7 @@ from app.checkpoint.reads import CheckpointReads
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import fast_executor
+from app.db.direct import DirectStatement, fast_executor
 from app.db.engine import create_engine
 from app.db.executor import Executor
 from app.db.types import utcnow
@@ -73,7 +74,7 @@ class SQLSaver(CheckpointReads, ThreadMaintenance, SyncBridge):
         # PostgreSQL a put's new blobs ride in the checkpoint statement
         self._direct: Executor = executor or fast_executor(engine)
         dialect = engine.dialect
-        prepare = self._direct.prepare
+        prepare = self._key_statement
         self._put = prepare(queries.upsert_checkpoint(dialect, with_blobs=self._one_statement))
         self._blob_insert = prepare(queries.upsert_blobs(dialect))
         self._writes_insert = prepare(queries.insert_writes(dialect))
@@ -82,6 +83,12 @@ class SQLSaver(CheckpointReads, ThreadMaintenance, SyncBridge):
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self.loop = None
+
+    def _key_statement(self, statement: ClauseElement) -> DirectStatement:
+        """A per-run statement (a put, pending writes, a get by key), pre-compiled: it plans
+        well without the fast path's generic-plan setting (app/db/direct.py GENERIC_PLANS), so
+        it never pays that setting's round trips."""
+        return self._direct.prepare(statement, session_settings=False)
 
     # ----------------------------------------------------------------- construction
 

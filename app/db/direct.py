@@ -59,14 +59,24 @@ class DirectStatement:
 
     Binds named in `raw` skip their processor: the caller passes what the driver takes (e.g.
     JSON text it has already serialized while validating a value).
+
+    `session_settings=False`: the statement needs none of its executor's session settings
+    (see `DirectExecutor`), so a connection taken from the pool for it skips their SET and
+    RESET (two round trips).
     """
 
     def __init__(
-        self, statement: ClauseElement, engine: AsyncEngine, raw: Collection[str] = ()
+        self,
+        statement: ClauseElement,
+        engine: AsyncEngine,
+        raw: Collection[str] = (),
+        *,
+        session_settings: bool = True,
     ) -> None:
         dialect = engine.dialect
         self.statement: Any = statement  # for the portable path (app/db/portable.py)
         self.raw = frozenset(raw)
+        self.session_settings = session_settings
         compiled: Any = statement.compile(dialect=dialect)  # a SQLCompiler
         if compiled.positiontup is None:
             raise ValueError("DirectStatement needs a positional paramstyle")
@@ -174,6 +184,11 @@ class Runner:
 # Store items (a prefix range then estimated at 500 rows) it kept custom plans, ~50 us of
 # planning per search, which made searches grow with the table. Connections serving the fast
 # path plan once; the setting is reset before they go back to the engine's pool.
+# The saver's per-run statements (put, put_writes, get by key: `session_settings=False`) do not
+# need it: their generic plan costs what their custom plans do, so PostgreSQL's own choice
+# (`auto`) switches to it after five executions on a connection. Skipping the setting for them
+# spares the SET and RESET round trips whenever one comes from the pool (at 32 concurrent runs
+# that was 1.3 of each per run: more units in flight than PARK_MAX).
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 
 
@@ -229,7 +244,8 @@ class DirectExecutor(Runner):
         self._set_sql = "; ".join(f"SET {k} = {v}" for k, v in settings.items())
         self._reset_sql = "; ".join(f"RESET {k}" for k in settings)
         self._prepared: dict[Hashable, DirectStatement] = {}
-        self._parked: list[tuple[PoolProxiedConnection, float]] = []  # (connection, idle since)
+        # (connection, idle since, whether it took the session settings)
+        self._parked: list[tuple[PoolProxiedConnection, float, bool]] = []
         self._park_loop: asyncio.AbstractEventLoop | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Future[Any]] = set()
@@ -244,8 +260,10 @@ class DirectExecutor(Runner):
         """The engine's pool (where this executor's connections come from and go back)."""
         return self._engine.sync_engine.pool
 
-    def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
-        return DirectStatement(statement, self._engine, raw)
+    def prepare(
+        self, statement: ClauseElement, raw: Collection[str] = (), *, session_settings: bool = True
+    ) -> DirectStatement:
+        return DirectStatement(statement, self._engine, raw, session_settings=session_settings)
 
     def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement:
         """The statement `build` makes, compiled once per `key` (a statement family and its
@@ -262,13 +280,16 @@ class DirectExecutor(Runner):
             return
         if self._park_seconds > 0:
             # `session()` inlined: its context manager cost a tenth of a small unit's CPU
-            pooled = await self._acquire()
+            settings = False
+            for statement, _rows in work:
+                settings = settings or statement.session_settings
+            pooled, settled = await self._acquire(settings)
             clean = False
             try:
                 await DirectSession(self, pooled, None, None)._unit(work, out)
                 clean = True
             finally:
-                await self._release(pooled, clean)
+                await self._release(pooled, settled, clean)
             return
         # checkout, the unit and checkin in one greenlet (a session takes two)
         await greenlet_spawn(self._checked_out_unit, work, out)
@@ -295,45 +316,47 @@ class DirectExecutor(Runner):
         # No listeners: take the pooled DBAPI connection itself (pool events such as the idle
         # ping still run), skipping the Connection object and its isolation-level switching;
         # the driver connection is outside any transaction here, i.e. autocommit.
-        pooled = await self._acquire()
+        # (A session may run any statement: it takes the session settings.)
+        pooled, settled = await self._acquire(True)
         clean = False
         try:
             yield DirectSession(self, pooled, None, None)
             clean = True
         finally:
-            await self._release(pooled, clean)
+            await self._release(pooled, settled, clean)
 
-    async def _acquire(self) -> PoolProxiedConnection:
+    async def _acquire(self, settings: bool) -> tuple[PoolProxiedConnection, bool]:
         """A parked connection, else one from the pool (a failed connect as SQLAlchemy's
-        error)."""
-        pooled = self._unpark()
+        error), with the session settings if `settings`; and whether it has them."""
+        pooled, settled = self._unpark(settings)
         if pooled is None:
             try:
                 pooled = await self._engine.raw_connection()
             except self._dialect.loaded_dbapi.Error as error:
                 raise self._connect_error(error) from error
-            if self._set_sql:
-                try:
-                    await pooled.driver_connection.execute(self._set_sql)  # type: ignore[union-attr]
-                except BaseException:
-                    await greenlet_spawn(pooled.invalidate)
-                    await greenlet_spawn(pooled.close)
-                    raise
-        return pooled
+        if settings and not settled and self._set_sql:
+            try:
+                await pooled.driver_connection.execute(self._set_sql)  # type: ignore[union-attr]
+            except BaseException:
+                await greenlet_spawn(pooled.invalidate)
+                await greenlet_spawn(pooled.close)
+                raise
+            settled = True
+        return pooled, settled
 
-    async def _return(self, pooled: PoolProxiedConnection) -> None:
+    async def _return(self, pooled: PoolProxiedConnection, settled: bool) -> None:
         """Back to the pool, without this executor's session settings."""
-        if self._reset_sql and pooled.is_valid:
+        if settled and self._reset_sql and pooled.is_valid:
             try:
                 await pooled.driver_connection.execute(self._reset_sql)  # type: ignore[union-attr]
             except Exception:
                 await greenlet_spawn(pooled.invalidate)  # unknown settings: never reused
         await greenlet_spawn(pooled.close)
 
-    async def _release(self, pooled: PoolProxiedConnection, clean: bool) -> None:
+    async def _release(self, pooled: PoolProxiedConnection, settled: bool, clean: bool) -> None:
         """Park a connection that finished cleanly, else return it to the pool."""
-        if not (clean and self._park(pooled)):
-            await self._return(pooled)
+        if not (clean and self._park(pooled, settled)):
+            await self._return(pooled, settled)
 
     def _connect_error(self, error: Exception) -> StatementError:
         """A failed connect as the `DBAPIError` SQLAlchemy's `Connection` would raise (a raw
@@ -351,12 +374,19 @@ class DirectExecutor(Runner):
 
     # ----------------------------------------------------------------- parking
 
-    def _unpark(self) -> PoolProxiedConnection | None:
-        if self._parked and self._park_loop is asyncio.get_running_loop():
-            return self._parked.pop()[0]  # the most recently used
-        return None
+    def _unpark(self, settings: bool) -> tuple[PoolProxiedConnection | None, bool]:
+        """The most recently used parked connection (one with the session settings, if any,
+        when `settings`): (None, False) if none is parked."""
+        parked = self._parked
+        if not parked or self._park_loop is not asyncio.get_running_loop():
+            return None, False
+        at = len(parked) - 1
+        if settings and self._set_sql:
+            at = next((i for i in range(at, -1, -1) if parked[i][2]), at)
+        pooled, _since, settled = parked.pop(at)
+        return pooled, settled
 
-    def _park(self, pooled: PoolProxiedConnection) -> bool:
+    def _park(self, pooled: PoolProxiedConnection, settled: bool) -> bool:
         """Keep a connection that finished cleanly for the next unit (False: return it)."""
         if self._park_seconds <= 0 or len(self._parked) >= PARK_MAX or not pooled.is_valid:
             return False
@@ -364,7 +394,7 @@ class DirectExecutor(Runner):
         if self._parked and self._park_loop is not loop:
             return False
         self._park_loop = loop
-        self._parked.append((pooled, time.monotonic()))
+        self._parked.append((pooled, time.monotonic(), settled))
         if self._expiry is None:
             self._expiry = loop.call_later(self._park_seconds, self._expire)
         return True
@@ -373,10 +403,10 @@ class DirectExecutor(Runner):
         """Return the connections idle for `park_seconds` to the pool."""
         self._expiry = None
         now = time.monotonic()
-        idle = [pooled for pooled, since in self._parked if now - since >= self._park_seconds]
-        self._parked = [(p, since) for p, since in self._parked if now - since < self._park_seconds]
-        for pooled in idle:
-            closing = asyncio.ensure_future(self._return(pooled))
+        idle = [p for p in self._parked if now - p[1] >= self._park_seconds]
+        self._parked = [p for p in self._parked if now - p[1] < self._park_seconds]
+        for pooled, _since, settled in idle:
+            closing = asyncio.ensure_future(self._return(pooled, settled))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
         if self._parked and self._park_loop is not None:
@@ -389,7 +419,7 @@ class DirectExecutor(Runner):
             self._expiry.cancel()
             self._expiry = None
         parked, self._parked = self._parked, []
-        for pooled, _ in parked:
+        for pooled, _since, _settled in parked:
             pooled.invalidate()  # closes it: its pool is gone, a check-in would not
             pooled.close()
 

@@ -24,7 +24,9 @@ class Executor(Units, Protocol):
     """What the saver and the Store run their statements on: `DirectExecutor` (the fast
     path) or `PortableExecutor` (SQLAlchemy Core), which take the same statements and steps."""
 
-    def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement: ...
+    def prepare(
+        self, statement: ClauseElement, raw: Collection[str] = (), *, session_settings: bool = True
+    ) -> DirectStatement: ...
 
     def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement: ...
 

@@ -29,8 +29,10 @@ class PortableExecutor:
         self._engine = engine
         self._prepared: dict[Hashable, DirectStatement] = {}
 
-    def prepare(self, statement: ClauseElement, raw: Collection[str] = ()) -> DirectStatement:
-        return DirectStatement(statement, self._engine, raw)
+    def prepare(
+        self, statement: ClauseElement, raw: Collection[str] = (), *, session_settings: bool = True
+    ) -> DirectStatement:
+        return DirectStatement(statement, self._engine, raw, session_settings=session_settings)
 
     def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement:
         found = self._prepared.get(key)

@@ -34,7 +34,7 @@ from app.db.storable import UnstorableValue
 from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_storable
-from app.runs import finish, finish_queries, notify, queries, webhooks
+from app.runs import attempt_queries, finish, finish_queries, notify, queries, webhooks
 from app.runs.chunks import ChunkTranslator, graph_input, graph_stream_modes, split_chunk
 from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import EventHub, RunPublisher
@@ -127,6 +127,7 @@ class RunExecutor(AttemptEnding):
         ended = False
         thread_gone = False  # the settle deleted the temporary thread already (see _settle)
         logged = False  # the settle stored the thread stream's root terminal too
+        history: int | None = None  # the thread's history length, if the settle counted it
         started = time.monotonic()
         try:
             outcome = await self._outcome(run, signals, publisher)
@@ -143,7 +144,7 @@ class RunExecutor(AttemptEnding):
             if outcome.give_up:
                 ended = await self._give_up(run, publisher, outcome.error or {}, "attempts")
             else:
-                thread_gone, logged = await self._settle(
+                thread_gone, logged, history = await self._settle(
                     run, outcome, publisher, worker_id=worker_id
                 )
                 ended = True
@@ -171,7 +172,7 @@ class RunExecutor(AttemptEnding):
             # After close: readers (wait, stream) have their answer; this is bookkeeping.
             # Only now (this attempt's settle committed) may the webhook go out.
             if not run.temporary:  # a temporary thread is about to go
-                await self._observe_history(run)
+                await self._observe_history(run, history)
             await self._after(run, thread_gone=thread_gone)
 
     def _observe(self, run: ClaimedRun, outcome: _Outcome, seconds: float) -> None:
@@ -180,12 +181,17 @@ class RunExecutor(AttemptEnding):
             # a recovered or drained run that could not finish from its last checkpoint
             metrics.count_resume_failure(run.graph_id)
 
-    async def _observe_history(self, run: ClaimedRun) -> None:
-        """Record the thread's history length (root checkpoints: one index-only count).
+    async def _observe_history(self, run: ClaimedRun, length: int | None) -> None:
+        """Record the thread's history length (root checkpoints: one index-only count), as
+        the settle's state read counted it (`length`), else counted now.
 
         The count stops one past the histogram's top bucket: a longer thread lands in +Inf
         all the same, and this runs after every run, so its cost must not grow with history.
         """
+        if length is not None:
+            if length:
+                metrics.observe_thread_history(length)
+            return
         query = queries.history_length(run.tenant_id, run.thread_id, metrics.HISTORY_COUNT_CAP)
         try:
             async with read(self.engine) as conn:
@@ -313,25 +319,36 @@ class RunExecutor(AttemptEnding):
                     for name, data in translator.translate(ns, mode, chunk):
                         publisher.emit(name, data)
 
-    async def _thread_state(self, run: ClaimedRun) -> tuple[Any, dict[str, Any], bool]:
-        """The thread's latest values, interrupts and whether it stopped with `next` set."""
+    async def _thread_state(self, run: ClaimedRun) -> tuple[Any, dict[str, Any], bool, int | None]:
+        """The thread's latest values, interrupts, whether it stopped with `next` set, and
+        its history length (counted in the head checkpoint's read, for the metric)."""
         config: dict[str, Any] = {"configurable": {"thread_id": run.thread_id, "checkpoint_ns": ""}}
+        saver = self._saver(run)
+        length: int | None = None
+        prefetch = getattr(saver, "aprefetch_tuple", None)
+        if prefetch is not None:  # the SQL saver: the head and the count in one statement
+            guard = attempt_queries.history_length_guard(
+                self.engine.dialect.name, metrics.HISTORY_COUNT_CAP
+            )
+            saver, guarded = await prefetch(config, guard=guard)
+            length = int(guarded[0]) if guarded else None
         async with self.graphs.open(
             run.graph_id,
             config=config,
-            checkpointer=self._saver(run),
+            checkpointer=saver,
             store=self._store(run),
             access_context="threads.read",
         ) as graph:
             snapshot = await graph.aget_state(config)
         if not snapshot.created_at:
-            return None, {}, False
+            return None, {}, False, length
         interrupts = {
             task.id: to_storable(list(task.interrupts), "interrupts")
             for task in snapshot.tasks
             if task.interrupts
         }
-        return to_storable(snapshot.values, "values"), interrupts, bool(snapshot.next)
+        values = to_storable(snapshot.values, "values")
+        return values, interrupts, bool(snapshot.next), length
 
     def _ends_with_thread(self, run: ClaimedRun) -> bool:
         """A stateless run whose temporary thread goes when it ends, deleted by the run's
@@ -349,10 +366,11 @@ class RunExecutor(AttemptEnding):
 
     async def _settle(
         self, run: ClaimedRun, outcome: _Outcome, publisher: RunPublisher, *, worker_id: str
-    ) -> tuple[bool, bool]:
+    ) -> tuple[bool, bool, int | None]:
         """Write the run's end. Whether the temporary thread went with the run (the after-run
-        bookkeeping has nothing left to delete), and whether the end stored the thread
-        stream's root terminal (PostgreSQL: in the settle statement, app/runs/finish.py)."""
+        bookkeeping has nothing left to delete), whether the end stored the thread stream's
+        root terminal (PostgreSQL: in the settle statement, app/runs/finish.py), and the
+        thread's history length if its state read counted it."""
         token = FencingToken(run.run_id, run.attempt)
         rollback = outcome.status == ROLLBACK
         if rollback:
@@ -362,12 +380,13 @@ class RunExecutor(AttemptEnding):
                 raise AttemptSuperseded(token, "rollback")
             await self._saver(run).adelete_for_runs([run.run_id])
         delete_thread = not rollback and self._ends_with_thread(run)
+        history: int | None = None
         if delete_thread:
             # the thread goes with the run: no state to read
             values, interrupts, has_next = None, dict[str, Any](), False
         else:
             try:
-                values, interrupts, has_next = await self._thread_state(run)
+                values, interrupts, has_next, history = await self._thread_state(run)
             except UnstorableValue as exc:
                 # graph output storage cannot hold: the run fails with a clear error and the
                 # thread's cached values are left empty rather than unreadable
@@ -399,7 +418,7 @@ class RunExecutor(AttemptEnding):
             )
             if delete_thread:
                 await finish.delete_temporary(self.engine, end)
-                return True, False
+                return True, False, None
             settled = await retry_deadlock(
                 lambda: finish.settle(
                     self.engine,
@@ -414,7 +433,7 @@ class RunExecutor(AttemptEnding):
             )
             if settled == ThreadStatus.BUSY:
                 self.hub.queue_wakeup.set()
-            return False, True
+            return False, True, history
         async with transaction(self.engine) as conn:
             # fenced: only while this attempt owns the run (SQLite: under the write lock)
             if rollback:
@@ -449,7 +468,7 @@ class RunExecutor(AttemptEnding):
                 await self.hub.notify(conn, "q")
         if settled == ThreadStatus.BUSY:
             self.hub.queue_wakeup.set()
-        return False, False
+        return False, False, history
 
     async def _after(self, run: ClaimedRun, *, thread_gone: bool = False) -> None:
         """Webhook and temporary-thread clean-up, once the run is final."""

@@ -122,3 +122,34 @@ async def test_fast_path_plans_generically_without_leaking_the_setting(
     for _ in range(3):  # whichever pooled connection serves these: the server's default
         async with engine.connect() as conn:
             assert (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one() == "auto"
+
+
+async def test_statements_without_session_settings_skip_them(engine: AsyncEngine) -> None:
+    """The saver's per-run statements (`session_settings=False`) never SET/RESET the generic
+    plan setting: a connection taken for them keeps PostgreSQL's choice, and one that has the
+    setting serves them as it is; statements that need it still get it on any connection."""
+    if engine.dialect.name != "postgresql":
+        return
+    executor = fast_executor(engine)
+    query = select(func.current_setting("plan_cache_mode").label("mode"))
+    plain = executor.prepare(query, session_settings=False)
+    generic = executor.prepare(query)
+    pid = executor.prepare(select(func.pg_backend_pid().label("pid")), session_settings=False)
+
+    assert (await executor.fetch(plain, {}))[0].mode == "auto"  # no SET on the way
+    first = (await executor.fetch(pid, {}))[0].pid
+    assert (await executor.fetch(generic, {}))[0].mode == "force_generic_plan"
+    # the same parked connection (one unit at a time): set now, and served as it is
+    assert (await executor.fetch(pid, {}))[0].pid == first
+    assert (await executor.fetch(plain, {}))[0].mode == "force_generic_plan"
+    assert len(executor._parked) == 1 and executor._parked[0][2]
+    await asyncio.sleep(PARK_SECONDS * 3)  # idled out: RESET, then back to the pool
+    assert executor.pool.checkedout() == 0
+    for _ in range(3):
+        async with engine.connect() as conn:
+            assert (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one() == "auto"
+    # a connection parked without the setting returns without a RESET and never had it
+    assert (await executor.fetch(plain, {}))[0].mode == "auto"
+    assert len(executor._parked) == 1 and not executor._parked[0][2]
+    await asyncio.sleep(PARK_SECONDS * 3)
+    assert executor.pool.checkedout() == 0

@@ -234,7 +234,7 @@ async def test_dispose_closes_parked_connections(db_url: str) -> None:
         store = SQLStore(engine)
         await store.aput(("d",), "k", {"v": 1})
         executor = store._shared.direct.executor
-        parked = [pooled for pooled, _ in executor._parked]
+        parked = [pooled for pooled, _since, _settled in executor._parked]
         assert len(parked) == 1
     finally:
         await store.adelete(("d",), "k")
@@ -251,12 +251,14 @@ async def test_store_statements_plan_generically_on_postgresql(
         pytest.skip("plan_cache_mode is PostgreSQL's")
     await store.aput(("g",), "k", {"v": 1})
     executor = store._shared.direct.executor
-    pooled = executor._unpark()
-    assert pooled is not None  # the put's connection, parked
+    pooled, settled = executor._unpark(True)
+    assert pooled is not None and settled  # the put's connection, parked with the setting
     try:
         mode = await pooled.driver_connection.fetchval("SHOW plan_cache_mode")  # type: ignore[union-attr]
     finally:
-        await executor._return(pooled)  # as when it idles out: RESET, then back to the pool
+        await executor._return(
+            pooled, settled
+        )  # as when it idles out: RESET, then back to the pool
     assert mode == "force_generic_plan"
     assert engine.pool.checkedout() == 0
     async with engine.connect() as conn:  # the same pooled connection: PostgreSQL's choice
