@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app import metrics
 from app.db.access import read, transaction
-from app.db.tables import run_events, runs
 from app.db.types import utcnow
+from app.runs import event_queries as q
 from app.runs import notify
-from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
+from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.schemas import new_run_id
 from app.statuses import FINAL_RUN_STATUSES
 
@@ -100,21 +99,17 @@ class EventLog:
         if token is None:
             # Autocommit on PostgreSQL: the NOTIFY commits after the rows it announces.
             async with transaction(self.engine, one_statement=True) as conn:
-                await conn.execute(insert(run_events), batch)
+                await conn.execute(q.insert_events(), batch)
                 await self._announce(conn, run_id, thread_id)
             return
         async with transaction(self.engine) as conn:
             # The owner row share-locked (PostgreSQL; SQLite holds its write lock): a reaper
             # or a newer attempt's claim waits for this commit, or this sees them and stops.
-            owner = (
-                await conn.execute(
-                    select(runs.c.run_id).where(owns_run(token)).with_for_update(read=True)
-                )
-            ).first()
+            owner = (await conn.execute(q.owner_share_lock(token))).first()
             if owner is None:
                 metrics.count_fenced_refusal("events")
                 raise AttemptSuperseded(token, "events")
-            await conn.execute(insert(run_events), batch)
+            await conn.execute(q.insert_events(), batch)
             await self._announce(conn, run_id, thread_id)
 
     async def close_stream(
@@ -122,7 +117,7 @@ class EventLog:
     ) -> None:
         """In `conn`'s transaction: the `__end__` row at `seq`, the expiry, the NOTIFY."""
         await conn.execute(
-            insert(run_events),
+            q.insert_events(),
             [self.end_row(run_id=run_id, thread_id=thread_id, tenant_id=tenant_id, seq=seq)],
         )
         await self.set_expiry(conn, run_id=run_id, tenant_id=tenant_id)
@@ -138,16 +133,13 @@ class EventLog:
             event=STATE_UPDATE_EVENT, data=data,
         )  # fmt: skip
         row["expires_at"] = row["created_at"] + self.retention
-        await conn.execute(insert(run_events), [row])
+        await conn.execute(q.insert_events(), [row])
         await self._announce(conn, event_id, thread_id)
 
     async def set_expiry(self, conn: AsyncConnection, *, run_id: str, tenant_id: str) -> None:
         """Events expire `retention` after their run ended."""
         await conn.execute(
-            run_events.update()
-            .where(run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id)
-            .where(run_events.c.expires_at.is_(None))
-            .values(expires_at=utcnow() + self.retention)
+            q.set_expiry(run_id=run_id, tenant_id=tenant_id, expires_at=utcnow() + self.retention)
         )
 
     # ------------------------------------------------------------------ reads
@@ -156,9 +148,7 @@ class EventLog:
         self, run_id: str, *, tenant_id: str, conn: AsyncConnection | None = None
     ) -> int:
         """The highest seq stored for the run; 0 if none."""
-        stmt = select(func.max(run_events.c.seq)).where(
-            run_events.c.run_id == run_id, run_events.c.tenant_id == tenant_id
-        )
+        stmt = q.max_seq(run_id=run_id, tenant_id=tenant_id)
         if conn is not None:
             return int((await conn.execute(stmt)).scalar() or 0)
         async with read(self.engine) as own:
@@ -168,25 +158,12 @@ class EventLog:
         """One batch (at most READ_BATCH) of the run's stored events after seq `after`."""
         async with read(self.engine) as conn:
             rows = await conn.execute(
-                select(run_events.c.seq, run_events.c.event, run_events.c.data)
-                .where(
-                    run_events.c.run_id == run_id,
-                    run_events.c.tenant_id == tenant_id,
-                    run_events.c.seq > after,
-                )
-                .order_by(run_events.c.seq)
-                .limit(READ_BATCH)
+                q.events_after(run_id=run_id, tenant_id=tenant_id, after=after, limit=READ_BATCH)
             )
             return [StreamEvent(r.seq, r.event, r.data) for r in rows]
 
     async def run_over(self, run_id: str, *, tenant_id: str) -> bool:
         """The run is final (or gone): its stored events are all there will be."""
         async with read(self.engine) as conn:
-            status = (
-                await conn.execute(
-                    select(runs.c.status).where(
-                        runs.c.run_id == run_id, runs.c.tenant_id == tenant_id
-                    )
-                )
-            ).scalar()
+            status = (await conn.execute(q.run_status(run_id=run_id, tenant_id=tenant_id))).scalar()
         return status is None or status in FINAL_RUN_STATUSES

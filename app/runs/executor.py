@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from langgraph.errors import GraphDrained
-from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.auth.identity import restore_auth_user
 from app.db.access import read, transaction
 from app.db.storable import UnstorableValue
-from app.db.tables import run_events
 from app.db.types import utcnow
 from app.graphs.jsonable import dumps, error_payload, to_storable
 from app.runs import attempt_queries, finish, finish_queries, notify, queries, webhooks
@@ -451,7 +449,7 @@ class RunExecutor(AttemptEnding):
             if not ended.rowcount:
                 metrics.count_fenced_refusal("settle")
                 raise AttemptSuperseded(token, "settle")
-            await conn.execute(insert(run_events), rows)
+            await conn.execute(finish_queries.insert_events(), rows)
             if publisher.wrote_any:  # rows written earlier expire with the run too
                 await self.hub.set_expiry(conn, run_id=run.run_id, tenant_id=run.tenant_id)
             settled = await run_status.settle_thread(

@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.access import read
-from app.db.tables import run_events, runs, threads
 from app.db.types import utcnow
 from app.errors import NotFound, ValidationFailed
 from app.graphs.jsonable import dumps
+from app.runs import event_queries as q
 from app.runs.events import END_EVENT, STATE_UPDATE_EVENT, EventHub, StreamInterrupted
 from app.statuses import ACTIVE_RUN_STATUSES
 
@@ -122,10 +121,7 @@ class ThreadStream:
         async with read(self.hub.engine) as conn:
             found = (
                 await conn.execute(
-                    select(threads.c.thread_id).where(
-                        threads.c.thread_id == self.thread_id,
-                        threads.c.tenant_id == self.tenant_id,
-                    )
+                    q.thread_exists(thread_id=self.thread_id, tenant_id=self.tenant_id)
                 )
             ).first()
         return found is not None
@@ -144,10 +140,11 @@ class ThreadStream:
         """Runs and state updates not delivered yet, oldest first."""
         async with read(self.hub.engine) as conn:
             run_rows = await conn.execute(
-                select(runs.c.run_id, runs.c.created_at, runs.c.status).where(
-                    runs.c.thread_id == self.thread_id,
-                    runs.c.tenant_id == self.tenant_id,
-                    or_(runs.c.created_at >= self._since, runs.c.status.in_(ACTIVE_RUN_STATUSES)),
+                q.active_or_recent_runs(
+                    thread_id=self.thread_id,
+                    tenant_id=self.tenant_id,
+                    since=self._since,
+                    active=ACTIVE_RUN_STATUSES,
                 )
             )
             items = [
@@ -156,11 +153,11 @@ class ThreadStream:
                 if r.run_id not in self._done
             ]
             update_rows = await conn.execute(
-                select(run_events.c.run_id, run_events.c.created_at, run_events.c.data).where(
-                    run_events.c.thread_id == self.thread_id,
-                    run_events.c.tenant_id == self.tenant_id,
-                    run_events.c.event == STATE_UPDATE_EVENT,
-                    run_events.c.created_at >= self._since,
+                q.state_updates_since(
+                    thread_id=self.thread_id,
+                    tenant_id=self.tenant_id,
+                    since=self._since,
+                    event=STATE_UPDATE_EVENT,
                 )
             )
             items += [
