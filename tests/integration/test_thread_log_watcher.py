@@ -88,7 +88,17 @@ async def test_new_idle_followers_are_not_woken_in_a_burst(engine: AsyncEngine) 
     event.listen(engine.sync_engine, "before_cursor_execute", count)
     followers = [asyncio.create_task(_first_event(log, str(uuid.uuid4()))) for _ in range(40)]
     try:
-        await asyncio.sleep(backstop * 6)
+        # waited on, not slept: on a loaded machine 40 first reads can outlast a fixed sleep.
+        # Every follower is watched first, then three polls that see all 40 threads run, so a
+        # wake-up from the first two would have had a whole interval to turn into a read.
+        deadline = asyncio.get_running_loop().time() + 30
+        while watcher.watched < 40:
+            assert asyncio.get_running_loop().time() < deadline, watcher.watched
+            await asyncio.sleep(POLL / 5)
+        polls_watched = watcher.polls
+        while watcher.polls - polls_watched < 3:
+            assert asyncio.get_running_loop().time() < deadline, watcher.polls - polls_watched
+            await asyncio.sleep(POLL / 5)
     finally:
         event.remove(engine.sync_engine, "before_cursor_execute", count)
         for task in followers:
