@@ -212,8 +212,17 @@ def search_statement(
         stmt = stmt.where(A.metadata.op("@>")(bindparam("metadata", type_=postgresql.JSONB)))
     if count:
         return stmt
+    return (
+        sorted_search(stmt, sort_by, sort_order)
+        .limit(bindparam("limit"))
+        .offset(bindparam("offset"))
+    )
+
+
+def sorted_search(stmt: Select[Any], sort_by: str | None, sort_order: str | None) -> Select[Any]:
+    """A search in the API's sort order (names case-insensitive, then the id as tie-breaker)."""
     columns = {column: assistants.c[column] for column in ASSISTANT_SORT_COLUMNS}
-    stmt = stmt.order_by(
+    return stmt.order_by(
         *order_by(
             columns,
             sort_by,
@@ -222,7 +231,6 @@ def search_statement(
             tie_breaker=A.assistant_id,
         )
     )
-    return stmt.limit(bindparam("limit")).offset(bindparam("offset"))
 
 
 def contains_pattern(text: str) -> str:
@@ -285,17 +293,7 @@ def search_page(
         graph_id=graph_id,
         name=name,
     )
-    columns = {name: assistants.c[name] for name in ASSISTANT_SORT_COLUMNS}
-    stmt = stmt.order_by(
-        *order_by(
-            columns,
-            sort_by,
-            sort_order,
-            case_insensitive=("name", "graph_id"),
-            tie_breaker=A.assistant_id,
-        )
-    )
-    return stmt.limit(limit).offset(offset)
+    return sorted_search(stmt, sort_by, sort_order).limit(limit).offset(offset)
 
 
 def count_statement(

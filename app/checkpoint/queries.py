@@ -69,6 +69,43 @@ def upsert_blobs(dialect: Dialect) -> Insert:
     return stmt.on_conflict_do_nothing(index_elements=BLOB_KEYS)  # type: ignore[no-any-return]
 
 
+# what a checkpoint written again under its key replaces (its key and thread stay)
+CHECKPOINT_REPLACED = (
+    "parent_checkpoint_id",
+    "run_id",
+    "type",
+    "checkpoint",
+    "metadata",
+    "value_versions",
+)
+
+
+def replacing_checkpoint(stmt: Any) -> Any:
+    """`stmt` (an INSERT into checkpoints) replacing the row already stored under its key."""
+    return stmt.on_conflict_do_update(
+        index_elements=CHECKPOINT_KEYS,
+        set_={name: stmt.excluded[name] for name in CHECKPOINT_REPLACED},
+    )
+
+
+def blob_array_source(dialect: Dialect | str) -> Select[Any]:
+    """A checkpoint's new channel values as rows, from parallel arrays (`blob_params`)."""
+    rows = unnest_arrays(
+        dialect,
+        "blob_",
+        {"channel": Text(), "version": Text(), "type": Text(), "blob": LargeBinary()},
+    )
+    return select(
+        bindparam("blob_tenant_id", type_=Text()),
+        bindparam("blob_thread_id", type_=Text()),
+        bindparam("blob_checkpoint_ns", type_=Text()),
+        rows.c.channel,
+        rows.c.version,
+        rows.c.type,
+        rows.c.blob,
+    )
+
+
 def upsert_checkpoint(dialect: Dialect, *, with_blobs: bool = False) -> Insert:
     """Insert (or replace) one checkpoint row; its columns are bound by name.
 
@@ -78,35 +115,9 @@ def upsert_checkpoint(dialect: Dialect, *, with_blobs: bool = False) -> Insert:
     round trip, atomic without BEGIN/COMMIT, and one cached shape whatever the blob count.
     """
     stmt = insert_for(dialect, checkpoints)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=CHECKPOINT_KEYS,
-        set_={
-            name: stmt.excluded[name]
-            for name in (
-                "parent_checkpoint_id",
-                "run_id",
-                "type",
-                "checkpoint",
-                "metadata",
-                "value_versions",
-            )
-        },
-    )
+    stmt = replacing_checkpoint(stmt)
     if with_blobs:
-        rows = unnest_arrays(
-            dialect,
-            "blob_",
-            {"channel": Text(), "version": Text(), "type": Text(), "blob": LargeBinary()},
-        )
-        source = select(
-            bindparam("blob_tenant_id", type_=Text()),
-            bindparam("blob_thread_id", type_=Text()),
-            bindparam("blob_checkpoint_ns", type_=Text()),
-            rows.c.channel,
-            rows.c.version,
-            rows.c.type,
-            rows.c.blob,
-        )
+        source = blob_array_source(dialect)
         new_blobs = insert_for(dialect, checkpoint_blobs).from_select(BLOB_COLUMNS, source)
         new_blobs = new_blobs.on_conflict_do_nothing(index_elements=BLOB_KEYS)
         stmt = stmt.add_cte(new_blobs.cte("new_blobs"))

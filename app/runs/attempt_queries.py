@@ -72,34 +72,8 @@ def fenced_put() -> Select[Any]:
         *[bindparam(name, type_=checkpoints.c[name].type) for name in _CHECKPOINT_COLUMNS]
     ).where(owned)
     put = insert_for("postgresql", checkpoints).from_select(_CHECKPOINT_COLUMNS, values)
-    put = put.on_conflict_do_update(
-        index_elements=queries.CHECKPOINT_KEYS,
-        set_={
-            name: put.excluded[name]
-            for name in (
-                "parent_checkpoint_id",
-                "run_id",
-                "type",
-                "checkpoint",
-                "metadata",
-                "value_versions",
-            )
-        },
-    )
-    rows = unnest_arrays(
-        "postgresql",
-        "blob_",
-        {"channel": Text(), "version": Text(), "type": Text(), "blob": LargeBinary()},
-    )
-    source = select(
-        bindparam("blob_tenant_id", type_=Text()),
-        bindparam("blob_thread_id", type_=Text()),
-        bindparam("blob_checkpoint_ns", type_=Text()),
-        rows.c.channel,
-        rows.c.version,
-        rows.c.type,
-        rows.c.blob,
-    ).where(owned)
+    put = queries.replacing_checkpoint(put)
+    source = queries.blob_array_source("postgresql").where(owned)
     blobs = insert_for("postgresql", checkpoint_blobs).from_select(queries.BLOB_COLUMNS, source)
     blobs = blobs.on_conflict_do_nothing(index_elements=queries.BLOB_KEYS)
     return (
@@ -138,20 +112,7 @@ def fenced_sqlite_statements() -> tuple[Any, Any, Any, Any]:
         return insert_for("sqlite", table).from_select(names, values)
 
     put = conditional(checkpoints, _CHECKPOINT_COLUMNS)
-    put = put.on_conflict_do_update(
-        index_elements=queries.CHECKPOINT_KEYS,
-        set_={
-            name: put.excluded[name]
-            for name in (
-                "parent_checkpoint_id",
-                "run_id",
-                "type",
-                "checkpoint",
-                "metadata",
-                "value_versions",
-            )
-        },
-    )
+    put = queries.replacing_checkpoint(put)
     blobs = conditional(checkpoint_blobs, queries.BLOB_COLUMNS)
     blobs = blobs.on_conflict_do_nothing(index_elements=queries.BLOB_KEYS)
     write_names = [c.name for c in checkpoint_writes.columns]
