@@ -20,10 +20,11 @@ from langgraph.stream import StreamTransformer
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.auth.identity import restore_auth_user
+from app.db import sealed
 from app.db.access import read, transaction
 from app.runs.chunks import graph_input
 from app.runs.events import EventHub
-from app.runs.fencing import FencingToken
+from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.protocol_events import Event, ProtocolNormaliser
 from app.runs.queue import ClaimedRun
 from app.runs.resume import STRICT_RESUME_KEY
@@ -40,6 +41,31 @@ CANCELLED_ERROR = "cancelled"
 def is_protocol_run(kwargs: dict[str, Any]) -> bool:
     configurable = (kwargs.get("config") or {}).get("configurable") or {}
     return bool(configurable.get(PROTOCOL_MARKER))
+
+
+async def log_cancelled_before_start(thread_log: ThreadLog, row: Any) -> None:
+    """A thread-stream run cancelled while pending (`row`: its runs row) never reaches the
+    worker whose `drive` logs its root terminal, and the SDK's iterators wait for that
+    terminal: it is logged here, as a cancelled run's (`failed`, "cancelled"). Called after the
+    cancel's commit, as the attempt that settled the run (the fence `settled`): the append is
+    its own statement, retried on a seq collision with a concurrent run's appends."""
+    try:
+        kwargs = sealed.open_json(row.kwargs)
+    except sealed.DecryptionFailed:
+        return  # unreadable here: not knowable as a thread-stream run (and it never ran)
+    if not is_protocol_run(kwargs):
+        return
+    data = {"event": "failed", "graph_name": row.graph_id, "error": CANCELLED_ERROR}
+    try:
+        await thread_log.append(
+            tenant_id=row.tenant_id,
+            thread_id=row.thread_id,
+            token=FencingToken(row.run_id, row.attempt),
+            events=[("lifecycle", [], data)],
+            settled=True,
+        )
+    except AttemptSuperseded:
+        pass  # deleted meanwhile (its thread went): its log went with it
 
 
 def _factories(items: list[Any]) -> list[Any]:

@@ -33,8 +33,10 @@ from app.runs import notify, queries, resume
 from app.runs.events import EventHub, StreamEvent
 from app.runs.models import LocalWorkers, NewRun, Run, thread_output
 from app.runs.notify import NOTIFY_CHANNEL
+from app.runs.protocol_runs import log_cancelled_before_start
 from app.runs.queue import ClaimedRun
 from app.runs.schemas import RunCreate
+from app.runs.threadlog.log import ThreadLog
 from app.statuses import RunStatus, ThreadStatus
 from app.threads import run_status
 
@@ -66,6 +68,7 @@ class RunService:
         self.graphs = graphs
         self.saver = saver
         self._workers = workers
+        self.thread_log = ThreadLog(engine, hub)
 
     # ------------------------------------------------------------------ create
 
@@ -405,6 +408,8 @@ class RunService:
             self.hub.deliver_cancel(run_id)
         for row in settled:
             self.hub.wake(row.run_id)
+            if action == "interrupt":
+                await log_cancelled_before_start(self.thread_log, row)
         self.hub.queue_wakeup.set()
 
     async def _settle_after_pending_cancel(self, conn: AsyncConnection, row: Row[Any]) -> None:

@@ -457,3 +457,46 @@ async def test_trimmed_log_gives_a_clear_gap(live: Live) -> None:
         # the follower may send before the response: order between them is not promised
         assert [f["id"] for f in frames if f["type"] == "success"] == [2]
         assert [f["seq"] for f in frames if f["type"] == "event"] == [e["seq"] for e in kept]
+
+
+async def test_cancel_of_a_pending_run_ends_its_stream(live: Live) -> None:
+    """A run.start queued behind a busy thread and cancelled before any worker took it still
+    ends with its root terminal: the SDK's iterators wait for one (upstream test_cancel)."""
+    client = live.client()
+    tid = (await client.threads.create())["thread_id"]
+    busy = await client.runs.create(tid, "steps", input={"tag": uuid.uuid4().hex, "sleep": 6})
+    deadline = asyncio.get_running_loop().time() + 15
+    while (await client.runs.get(tid, busy["run_id"]))["status"] != "running":
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    r = await _command(
+        live,
+        tid,
+        {
+            "id": 1,
+            "method": "run.start",
+            "params": {"assistant_id": "echo", "input": {"text": "q"}},
+        },
+    )
+    assert r.status_code == 200 and r.json()["type"] == "success", r.text
+    queued = r.json()["result"]["run_id"]
+    assert (await client.runs.get(tid, queued))["status"] == "pending", [
+        (x["run_id"], x["status"], x["multitask_strategy"]) for x in await client.runs.list(tid)
+    ]
+    reader = asyncio.create_task(
+        _events(
+            live.url,
+            live.headers(),
+            tid,
+            {"channels": ["lifecycle"]},
+            until=lambda e: _root(e, "failed"),
+        )
+    )
+    await asyncio.sleep(0.2)
+    await client.runs.cancel(tid, queued)
+    got = await reader
+    failed = [e for e in got if _root([e], "failed")]
+    assert failed and failed[0]["params"]["data"]["error"] == "cancelled", got
+    assert (await client.runs.get(tid, queued))["status"] == "interrupted"
+    await client.runs.join(tid, busy["run_id"])
+    assert (await client.runs.get(tid, busy["run_id"]))["status"] == "success"
