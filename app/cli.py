@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics, redaction
@@ -473,7 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        # each field and reason, never the input: it may be a database URL with its password
+        for error in exc.errors(include_input=False, include_url=False):
+            where = ".".join(str(part) for part in error["loc"]) or "settings"
+            print(f"graphkeep: invalid configuration: {where}: {error['msg']}", file=sys.stderr)
+        return 2
     configure_logging(settings)
     redaction.install(redaction.Redactor(settings.redact_keys))
     func: Command = args.func

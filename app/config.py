@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./graphkeep.db"
@@ -156,3 +156,20 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest MCP or A2A request body; above it: the protocol's own error.",
     )
+
+    @model_validator(mode="after")
+    def _pool_holds_the_long_lived_connections(self) -> Settings:
+        """PostgreSQL: a process keeps connections of its pool for its life (the event
+        listener's LISTEN; with workers, their liveness lock) and needs one more to serve
+        anything. A smaller pool starved every request into the checkout timeout (503), so
+        it is refused at start with the reason rather than served broken."""
+        if not self.database_url.startswith("postgresql"):
+            return self
+        needed = 1 + (1 if self.workers else 0) + 1
+        if self.db_pool_size + self.db_max_overflow < needed:
+            raise ValueError(
+                f"db_pool_size + db_max_overflow must be at least {needed} on PostgreSQL "
+                f"(the event listener{' and the workers liveness lock' if self.workers else ''} "
+                "hold one each for the process's life, and requests need one more)"
+            )
+        return self

@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, InvalidRequestError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine
-from sqlalchemy.pool import Pool, PoolProxiedConnection
+from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
@@ -192,14 +192,27 @@ class Runner:
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 
 
+def park_limit(pool_size: int | None) -> int:
+    """How many connections the fast path may keep parked out of a pool of `pool_size`: at
+    most PARK_MAX, and never so many that the pool's other users starve. Two may be held for
+    the process's life (the event listener's LISTEN, the workers' liveness lock) and of the
+    rest at least half stay free for transactions, reads and the queue. No size (SQLite's
+    pools): PARK_MAX."""
+    if pool_size is None:
+        return PARK_MAX
+    return max(0, min(PARK_MAX, (pool_size - 2) // 2))
+
+
 def fast_executor(engine: AsyncEngine) -> DirectExecutor:
     """The fast path for the saver and the Store on `engine`'s own pool: autocommit, recently
     used connections parked, generic plans (the server builds one: `AppState.direct`)."""
+    size = engine.pool.size() if isinstance(engine.pool, QueuePool) else None
     return DirectExecutor(
         reader(engine),
         park_seconds=PARK_SECONDS,
         disposed_with=engine,
         session_settings=GENERIC_PLANS,
+        park_max=park_limit(size),
     )
 
 
@@ -215,9 +228,10 @@ class DirectExecutor(Runner):
         park_seconds: float = 0.0,
         disposed_with: AsyncEngine | None = None,
         session_settings: Mapping[str, str] | None = None,
+        park_max: int = PARK_MAX,
     ) -> None:
         """`park_seconds` > 0: a connection that finished a unit cleanly stays checked out
-        (parked, up to PARK_MAX of them) for the next unit for that long after its last use,
+        (parked, up to `park_max` of them) for the next unit for that long after its last use,
         sparing the pool's checkout and checkin (most of a small unit's CPU); it goes back to
         the pool when idle that long, after a failed unit, and on `engine.dispose()`.
 
@@ -234,6 +248,7 @@ class DirectExecutor(Runner):
         if not self._sqlite and self._dialect.driver != "asyncpg":
             raise ValueError("DirectExecutor runs on asyncpg or aiosqlite")
         self._park_seconds = park_seconds
+        self._park_max = park_max
         settings = dict(session_settings or {}) if not self._sqlite else {}
         if settings and park_seconds <= 0:
             raise ValueError("session settings need parking (park_seconds > 0)")
@@ -388,7 +403,7 @@ class DirectExecutor(Runner):
 
     def _park(self, pooled: PoolProxiedConnection, settled: bool) -> bool:
         """Keep a connection that finished cleanly for the next unit (False: return it)."""
-        if self._park_seconds <= 0 or len(self._parked) >= PARK_MAX or not pooled.is_valid:
+        if self._park_seconds <= 0 or len(self._parked) >= self._park_max or not pooled.is_valid:
             return False
         loop = asyncio.get_running_loop()
         if self._parked and self._park_loop is not loop:

@@ -37,6 +37,23 @@ def test_bad_config_stops_start_naming_the_entry(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_invalid_settings_stop_start_without_echoing_them() -> None:
+    # a pool too small for the listener and the workers' liveness lock: refused at start, the
+    # reason named, the database URL (its password) never printed
+    env = clean_env(
+        GRAPHKEEP_DATABASE_URL="postgresql+asyncpg://gk:pw-must-not-show@127.0.0.1:1/gk",
+        GRAPHKEEP_DB_POOL_SIZE="2",
+        GRAPHKEEP_DB_MAX_OVERFLOW="0",
+    )
+    done = graphkeep("serve", "--port", "0", env=env, timeout=60)
+    assert done.returncode == 2
+    assert "db_pool_size + db_max_overflow must be at least 3" in done.stderr
+    assert "pw-must-not-show" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
+    done = graphkeep("serve", env=clean_env(GRAPHKEEP_WORKERS="-1"), timeout=60)
+    assert done.returncode == 2 and "invalid configuration: workers" in done.stderr
+
+
 def test_serve_with_config_relative_paths(tmp_path: Path) -> None:
     (tmp_path / "graphs").mkdir()
     (tmp_path / "graphs" / "mine.py").write_text(
