@@ -9,14 +9,12 @@ from typing import Any
 
 from langgraph.store.base import (
     GetOp,
-    InvalidNamespaceError,
     ListNamespacesOp,
     Op,
     PutOp,
     SearchOp,
     tokenize_path,
 )
-from langgraph.store.base import _validate_namespace_labels as _check_labels
 
 from app.db.storable import (
     MAX_KEY_BYTES,
@@ -42,15 +40,27 @@ def split_prefix(prefix: str) -> tuple[str, ...]:
     return tuple(prefix.split(SEPARATOR))
 
 
+def _label_problem(label: Any) -> str | None:
+    """What makes `label` unusable as a namespace label: the rules of LangGraph's BaseStore
+    (strings, not empty, no '.', which joins labels in the `prefix` column)."""
+    if not isinstance(label, str):
+        return f"labels must be strings, not {type(label).__name__}"
+    if not label:
+        return "labels cannot be empty strings"
+    if SEPARATOR in label:
+        return f"labels cannot contain periods ({SEPARATOR!r})"
+    return None
+
+
 def _labels(namespace: Any, what: str, *, allow_empty: bool) -> None:
     if not isinstance(namespace, tuple | list):
         raise InvalidInput(f"{what} must be a list of labels")
     if not namespace and not allow_empty:
         raise InvalidInput(f"{what} cannot be empty")
-    try:
-        _check_labels(tuple(namespace))
-    except InvalidNamespaceError as exc:
-        raise InvalidInput(str(exc)) from exc
+    for label in namespace:
+        problem = _label_problem(label)
+        if problem:
+            raise InvalidInput(f"{what}: {problem}")
     if len(namespace) > MAX_NAMESPACE_DEPTH:
         raise InvalidInput(f"{what} has {len(namespace)} labels; at most {MAX_NAMESPACE_DEPTH}")
     for label in namespace:

@@ -37,6 +37,8 @@ BAD_BATCHES: list[tuple[str, list[Any], type[Exception], str]] = [
     ("empty namespace", [PutOp((), "k", {"v": 1})], InvalidInput, "cannot be empty"),
     ("dot in label", [PutOp(("a.b",), "k", {"v": 1})], InvalidInput, "periods"),
     ("empty label", [PutOp(("a", ""), "k", {"v": 1})], InvalidInput, "empty"),
+    ("number label", [PutOp(("a", 7), "k", {"v": 1})], InvalidInput, "must be strings"),  # type: ignore[arg-type]
+    ("NUL in label", [PutOp(("a\x00b",), "k", {"v": 1})], InvalidInput, "NUL"),
     ("non-dict value", [PutOp(NS, "k", ["not", "a", "dict"])], InvalidInput, "must be an object"),
     ("string value", [PutOp(NS, "k", "text")], InvalidInput, "must be an object"),
     ("oversized value", [PutOp(NS, "k", {"blob": "x" * 2000})], PayloadTooLarge, "limit"),

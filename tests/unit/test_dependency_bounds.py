@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # - sqlalchemy, asyncpg: the fast path's drivers (app/db/direct.py, app/db/driver_errors.py);
 # - fastapi: the flat route table (app/api/routing.py) relies on how the router matches;
 # - langgraph-sdk: custom auth reads the `Auth` object's registered handlers, which the SDK
-#   exposes only as attributes its server reads (app/auth/custom.py `registered`);
+#   exposes only as attributes its server reads (app/auth/custom.py `registered`), and a graph
+#   factory's `runtime` argument is the SDK's `_ExecutionRuntime` / `_ReadRuntime` (the public
+#   `ServerRuntime` is only their type alias; graphs check the class, as langgraph's own SDK
+#   suite's factory graph does; app/graphs/registry.py);
 # - langgraph: the strict-resume config key (app/runs/resume.py, langgraph._internal).
 INTERNALS_USED = {"sqlalchemy", "asyncpg", "aiosqlite", "fastapi", "langgraph-sdk", "langgraph"}
 
