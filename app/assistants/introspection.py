@@ -6,11 +6,12 @@ checkpointer and no store: only the structure is needed.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from app.assistants.schemas import GraphSchemas, JSONObject
+from app.assistants.schemas import Assistant, GraphSchemas, JSONObject
 from app.assistants.service import AssistantService, resolve_assistant_id
 from app.errors import ValidationFailed
 from app.graphs.registry import GraphRegistry
@@ -40,6 +41,17 @@ def _graph_schemas(graph: Any, graph_id: str) -> GraphSchemas:
     )
 
 
+def _structure_of(assistant: Assistant, graphs: GraphRegistry) -> AbstractAsyncContextManager[Any]:
+    """The assistant's graph built for reading its structure (`assistants.read`)."""
+    return graphs.open(
+        assistant.graph_id,
+        config={"configurable": dict(assistant.context)},
+        checkpointer=None,
+        store=None,
+        access_context="assistants.read",
+    )
+
+
 async def get_subgraphs(
     assistants: AssistantService,
     *,
@@ -51,13 +63,7 @@ async def get_subgraphs(
 ) -> dict[str, JSONObject]:
     """Schemas of the graph's subgraphs by namespace (LangGraph `aget_subgraphs`)."""
     assistant = await assistants.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
-    async with graphs.open(
-        assistant.graph_id,
-        config={"configurable": dict(assistant.context)},
-        checkpointer=None,
-        store=None,
-        access_context="assistants.read",
-    ) as graph:
+    async with _structure_of(assistant, graphs) as graph:
         return {
             ns: _graph_schemas(subgraph, assistant.graph_id).model_dump(exclude={"graph_id"})
             async for ns, subgraph in graph.aget_subgraphs(namespace=namespace, recurse=recurse)
@@ -68,13 +74,7 @@ async def get_schemas(
     assistants: AssistantService, *, tenant_id: str, assistant_id: str, graphs: GraphRegistry
 ) -> GraphSchemas:
     assistant = await assistants.get_assistant(tenant_id=tenant_id, assistant_id=assistant_id)
-    async with graphs.open(
-        assistant.graph_id,
-        config={"configurable": dict(assistant.context)},
-        checkpointer=None,
-        store=None,
-        access_context="assistants.read",
-    ) as graph:
+    async with _structure_of(assistant, graphs) as graph:
         return _graph_schemas(graph, assistant.graph_id)
 
 
@@ -106,13 +106,7 @@ async def get_graph_drawing(
     depth = _parse_xray(xray)
     resolved = resolve_assistant_id(assistant_id, graphs=graphs)
     assistant = await assistants.get_assistant(tenant_id=tenant_id, assistant_id=resolved)
-    async with graphs.open(
-        assistant.graph_id,
-        config={"configurable": dict(assistant.context)},
-        checkpointer=None,
-        store=None,
-        access_context="assistants.read",
-    ) as graph:
+    async with _structure_of(assistant, graphs) as graph:
         drawable = await graph.aget_graph(xray=depth)
     result: JSONObject = drawable.to_json()
     for node in result.get("nodes", []):
