@@ -146,7 +146,7 @@ def _load_all(config: ServerConfig) -> dict[str, _Loaded]:
 
 
 class GraphRegistry:
-    """Graphs by id; `build`/`open` attach a checkpointer and store for one use."""
+    """Graphs by id; `open` attaches a checkpointer and store for one use."""
 
     def __init__(self, config: ServerConfig, loaded: dict[str, _Loaded]) -> None:
         self.config = config
@@ -206,39 +206,6 @@ class GraphRegistry:
                 yield _attach(_as_pregel(graph, graph_id), checkpointer, store)
             return
         yield _attach(_as_pregel(result, graph_id), checkpointer, store)
-
-    async def build(
-        self,
-        graph_id: str,
-        *,
-        config: RunnableConfig,
-        checkpointer: Any,
-        store: Any,
-        access_context: AccessContext = "threads.read",
-        context: Any = None,
-        user: Any = None,
-    ) -> Pregel[Any, Any, Any, Any]:
-        """A compiled graph with `checkpointer` and `store` attached.
-
-        Factories that are context managers need `open` (their resources must stay open for
-        the whole use); `build` rejects them.
-        """
-        loaded = self._get(graph_id)
-        if loaded.compiled is not None:
-            return _attach(loaded.compiled, checkpointer, store)
-        assert loaded.factory is not None
-        result = loaded.factory(
-            *self._factory_call_args(loaded, config, store, access_context, context, user)
-        )
-        if inspect.isawaitable(result):
-            result = await result
-        if isinstance(
-            result, contextlib.AbstractAsyncContextManager | contextlib.AbstractContextManager
-        ):
-            raise GraphConfigError(
-                f"graph {graph_id!r}: the factory is a context manager; use registry.open()"
-            )
-        return _attach(_as_pregel(result, graph_id), checkpointer, store)
 
     @staticmethod
     def _factory_call_args(

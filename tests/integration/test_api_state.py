@@ -48,13 +48,13 @@ async def run_graph(client: httpx.AsyncClient, graph_id: str, thread_id: str, pa
     """Drive the graph directly on the server's saver (what a run does, minus the queue)."""
     state = app_state(client)
     config = {"configurable": {"thread_id": thread_id}}
-    graph = await state.graphs.build(
+    async with state.graphs.open(
         graph_id,
         config=config,
         checkpointer=state.saver.for_tenant("default"),
         store=state.store.for_tenant("default"),
-    )
-    await graph.ainvoke(payload, config)
+    ) as graph:
+        await graph.ainvoke(payload, config)
 
 
 async def test_state_of_new_thread_and_unknowns(client: httpx.AsyncClient) -> None:
@@ -230,10 +230,10 @@ async def test_subgraph_state(subgraph_client: httpx.AsyncClient) -> None:
     # resuming completes the subgraph
     state = app_state(client)
     config = {"configurable": {"thread_id": tid}}
-    graph = await state.graphs.build(
+    async with state.graphs.open(
         "nested", config=config, checkpointer=state.saver.for_tenant("default"), store=None
-    )
-    await graph.ainvoke(Command(resume="yes"), config)
+    ) as graph:
+        await graph.ainvoke(Command(resume="yes"), config)
     done = (await client.get(f"/threads/{tid}/state")).json()
     assert done["values"] == {"x": "1", "answer": "yes"} and done["next"] == []
 

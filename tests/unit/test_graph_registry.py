@@ -125,14 +125,12 @@ async def test_every_kind_of_target(tmp_path: Path) -> None:
     assert registry.spec("by_module").description == "d"
     assert registry.spec("compiled").kind == "compiled"
     assert registry.spec("config_factory").kind == "factory"
-    # build() attaches the given checkpointer and store
+    # open() attaches the given checkpointer and store
     saver = InMemorySaver()
-    graph = await registry.build(
+    async with registry.open(
         "compiled", config={"configurable": {}}, checkpointer=saver, store=None
-    )
-    assert graph.checkpointer is saver
-    with pytest.raises(GraphConfigError, match="context manager"):
-        await registry.build("cm_factory", config={}, checkpointer=None, store=None)
+    ) as graph:
+        assert graph.checkpointer is saver
     with pytest.raises(NotFound, match="Graph 'missing' not found"):
         registry.spec("missing")
 
@@ -158,7 +156,8 @@ async def test_bad_entries_name_the_graph(tmp_path: Path, entry, message: str) -
 async def test_factory_returning_garbage_fails_at_use(tmp_path: Path) -> None:
     registry = await load_registry(write_project(tmp_path, {"bad": "./src/graphs.py:bad_factory"}))
     with pytest.raises(GraphConfigError, match="not a graph"):
-        await registry.build("bad", config={}, checkpointer=None, store=None)
+        async with registry.open("bad", config={}, checkpointer=None, store=None):
+            pass
 
 
 async def test_file_level_errors(tmp_path: Path) -> None:
