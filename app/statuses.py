@@ -23,10 +23,6 @@ class RunStatus(StrEnum):
     def is_active(self) -> bool:
         return self in ACTIVE_RUN_STATUSES
 
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_RUN_STATUSES
-
 
 ACTIVE_RUN_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.PENDING, RunStatus.RUNNING})
 FINAL_RUN_STATUSES: frozenset[RunStatus] = frozenset(set(RunStatus) - ACTIVE_RUN_STATUSES)

@@ -194,14 +194,6 @@ def is_sealed_text(value: Any) -> bool:
     return isinstance(value, str) and value.startswith(TEXT_PREFIX)
 
 
-def sealed_key_id(value: Any) -> str | None:
-    """The key id of a sealed text value (None for plaintext)."""
-    if not is_sealed_text(value):
-        return None
-    kid: str = value[len(TEXT_PREFIX) :].partition(":")[0]
-    return kid
-
-
 def is_empty(value: Any) -> bool:
     """Nothing worth sealing (SQL NULL, JSON null, an empty object or list)."""
     return value is None or value == {} or value == []

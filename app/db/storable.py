@@ -105,13 +105,6 @@ def check_storable(value: Any, root: str = "body") -> None:
         raise UnstorableValue(problem)
 
 
-def check_int64(value: int, what: str) -> int:
-    """`value` when it fits a 64-bit integer column; UnstorableValue otherwise."""
-    if not INT64_MIN <= value <= INT64_MAX:
-        raise UnstorableValue(f"{what}: integer outside the 64-bit range")
-    return value
-
-
 # --- Bounds on the numbers and sizes a client controls (documented in openapi.json) ---
 
 # Offsets bind as 32-bit integers on PostgreSQL (offset + limit must fit too).

@@ -63,23 +63,15 @@ def _live_bound() -> ColumnElement[bool]:
     return or_(store_items.c.expires_at.is_(None), store_items.c.expires_at > bindparam("b_now"))
 
 
-def prefix_condition(column: ColumnElement[str], prefix: str) -> ColumnElement[bool]:
-    """`column` is the namespace `prefix` or lies below it: one index range scan.
+def _prefix_bound(column: ColumnElement[str]) -> ColumnElement[bool]:
+    """`column` is the namespace prefix or lies below it: one index range scan, the bounds
+    bound as parameters (see _prefix_params).
 
     A plain `LIKE 'a.b%'` would also match the sibling "a.bc". In byte order (collation C on
     PostgreSQL, SQLite's default) every "a.b.<anything>" lies in ["a.b.", "a.b/"), and the
-    namespace itself plus its descendants in ["a.b", "a.b/").
+    namespace itself plus its descendants in ["a.b", "a.b/"); the residual `or_` drops
+    siblings such as "a.b-x" or "a.b x".
     """
-    return and_(
-        column >= prefix,
-        column < prefix + _AFTER_SEPARATOR,
-        # one index range above; this residual drops siblings such as "a.b-x" or "a.b x"
-        or_(column == prefix, column >= prefix + "."),
-    )
-
-
-def _prefix_bound(column: ColumnElement[str]) -> ColumnElement[bool]:
-    # prefix_condition with the bounds as parameters (see _prefix_params)
     return and_(
         column >= bindparam("b_lo"),
         column < bindparam("b_hi"),

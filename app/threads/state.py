@@ -58,11 +58,6 @@ def empty_state_json() -> JSONObject:
     }
 
 
-def empty_state() -> ThreadState:
-    """A thread that exists but has no checkpoint (or no graph yet)."""
-    return ThreadState(**empty_state_json())
-
-
 def _checkpoint_json(config: RunnableConfig | None) -> JSONObject | None:
     if not config:
         return None
