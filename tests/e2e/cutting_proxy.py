@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +84,29 @@ class CuttingProxy:
             pass
         finally:
             writer.transport.abort()
+
+
+@contextmanager
+def threaded_proxy(host: str, port: int) -> Iterator[tuple[CuttingProxy, Callable[[], int]]]:
+    """A CuttingProxy on its own loop in a thread, for the sync client: (proxy, cut)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="cutting-proxy", daemon=True)
+    thread.start()
+    proxy = CuttingProxy(host, port)
+
+    async def cut() -> int:
+        return proxy.cut()
+
+    try:
+        asyncio.run_coroutine_threadsafe(proxy.__aenter__(), loop).result(10)
+        try:
+            yield proxy, lambda: asyncio.run_coroutine_threadsafe(cut(), loop).result(10)
+        finally:
+            asyncio.run_coroutine_threadsafe(proxy.__aexit__(), loop).result(10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
 
 
 def sse_subscriptions(sent: bytes) -> list[dict[str, Any]]:

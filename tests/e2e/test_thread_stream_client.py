@@ -27,7 +27,12 @@ from graphkeep_client import AsyncClient, Client
 from tests.authkit import claims as make_claims
 from tests.authkit import hs_token
 from tests.conftest import drop_pg_database
-from tests.e2e.cutting_proxy import CuttingProxy, sse_subscriptions, websocket_first_message
+from tests.e2e.cutting_proxy import (
+    CuttingProxy,
+    sse_subscriptions,
+    threaded_proxy,
+    websocket_first_message,
+)
 from tests.e2e.runs_fixtures import fresh_database
 from tests.e2e.runs_server import Proc, serve
 from tests.e2e.test_thread_protocol import AUTH_ENV
@@ -166,6 +171,46 @@ async def test_client_resumes_with_since_after_a_dropped_connection(
 
         got = await _read_until(events, cut_after_first, 60)
         assert events.reconnects >= 1
+    await _check_resumed(live, proxy, transport, tid, got, cut_at)
+
+
+@pytest.mark.parametrize("transport", ["sse", "websocket"])
+def test_sync_client_resumes_with_since_after_a_dropped_connection(
+    live: Live, transport: str
+) -> None:
+    """The same through the generated sync client (httpx and websockets' sync clients)."""
+    host, port = live.url.removeprefix("http://").rsplit(":", 1)
+    tid = str(uuid.uuid4())
+    got: list[dict[str, Any]] = []
+    cut_at: int | None = None
+    with (
+        threaded_proxy(host, int(port)) as (proxy, cut),
+        Client(proxy.url, token=live.token()) as client,
+    ):
+        thread = client.threads.stream(tid, assistant_id="steps", transport=transport)  # type: ignore[arg-type]
+        thread.run.start(input={"trail": [], "sleep": 2})
+        events = thread.subscribe(ALL)
+        for event in events:
+            got.append(event)
+            if cut_at is None:
+                cut_at = events.since
+                assert cut() >= 1
+            if _is_root_completed(event):
+                break
+        events.close()
+        assert events.reconnects >= 1
+    asyncio.run(_check_resumed(live, proxy, transport, tid, got, cut_at))
+
+
+async def _check_resumed(
+    live: Live,
+    proxy: CuttingProxy,
+    transport: str,
+    tid: str,
+    got: list[dict[str, Any]],
+    cut_at: int | None,
+) -> None:
+    """What a subscription cut after its first event delivered, and what it asked for."""
     assert cut_at is not None and got and _is_root_completed(got[-1])
     assert not _is_root_completed(got[0]), "the run ended before the cut: nothing to resume"
     # what each subscription connection asked for, in order: the first without a cursor, the
