@@ -99,7 +99,7 @@ class RunExecutor(AttemptEnding):
         return fenced(
             self._saver(run),
             FencingToken(run.run_id, run.attempt),
-            lambda exc: signals.supersede(exc.what, task),
+            lambda exc: signals.refused(exc.what, task),
         )
 
     def _store(self, run: ClaimedRun) -> Any:

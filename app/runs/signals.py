@@ -35,6 +35,17 @@ class RunSignals:
             self.supersede("lease", None)
             raise asyncio.CancelledError
 
+    def refused(self, what: str, task: asyncio.Task[Any] | None) -> None:
+        """A fenced write of the graph was refused. While the graph runs, that means a newer
+        attempt owns the run: stop this one (`supersede`). Once it is settling, the graph is
+        done: a write still in flight then (durability "async" checkpoints outlive a cancelled
+        graph) is refused because this attempt's own settle ended the run, or, if another
+        attempt took the run, the settle's own fence refuses it; cancelling the settle here
+        would lose the run's root terminal and its after-run bookkeeping."""
+        if self.settling:
+            return
+        self.supersede(what, task)
+
     def supersede(self, what: str, task: asyncio.Task[Any] | None) -> None:
         """A newer attempt owns the run: stop this one now (cancel its task, if not the
         caller's own: that one raises AttemptSuperseded itself)."""

@@ -1,7 +1,8 @@
 """The thread-stream protocol against live `graphkeep serve` processes (JWT auth) on SQLite
 and PostgreSQL, through graphkeep-client's `threads.stream` (sync and async, SSE and
 WebSocket): values / interrupt / respond / output; idle streams heartbeat on time; a client
-that leaves frees its subscription and socket; and (PostgreSQL) a stream cut by SIGTERM of
+that leaves frees its subscription and socket; a subscription whose connection drops mid-run
+resumes by itself with `since` (both transports); and (PostgreSQL) a stream cut by SIGTERM of
 one server resumes with `since` on another server process, every event exactly once.
 """
 
@@ -13,7 +14,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,12 @@ from graphkeep_client import AsyncClient, Client
 from tests.authkit import claims as make_claims
 from tests.authkit import hs_token
 from tests.conftest import drop_pg_database
+from tests.e2e.cutting_proxy import (
+    CuttingProxy,
+    sse_subscriptions,
+    threaded_proxy,
+    websocket_first_message,
+)
 from tests.e2e.runs_fixtures import fresh_database
 from tests.e2e.runs_server import Proc, serve
 from tests.e2e.test_thread_protocol import AUTH_ENV
@@ -110,6 +117,125 @@ def test_sync_client_values_interrupt_respond_output(live: Live, transport: str)
     roots = [e["params"]["data"]["event"] for e in seen if not e["params"]["namespace"]]
     assert roots == ["running", "interrupted", "running", "completed"]
     assert len({e["event_id"] for e in seen}) == len(seen)
+
+
+def _is_root_completed(event: dict[str, Any]) -> bool:
+    return (
+        event["method"] == "lifecycle"
+        and not event["params"]["namespace"]
+        and event["params"]["data"]["event"] == "completed"
+    )
+
+
+async def _read_until(
+    events: Any, last: Callable[[dict[str, Any]], bool], timeout: float
+) -> list[dict[str, Any]]:
+    """A subscription's events up to and including the first `last` one; then closes it."""
+    got: list[dict[str, Any]] = []
+
+    async def read() -> None:
+        async for event in events:
+            got.append(event)
+            if last(event):
+                return
+
+    await asyncio.wait_for(read(), timeout)
+    await events.aclose()
+    return got
+
+
+@pytest.mark.parametrize("transport", ["sse", "websocket"])
+async def test_client_resumes_with_since_after_a_dropped_connection(
+    live: Live, transport: str
+) -> None:
+    """The client's own subscription loses its connection mid-run (a proxy aborts every
+    connection, no FIN, no close frame) and reopens it by itself with `since` = the highest
+    seq it delivered: every event once, none missing, the same as the log replayed from 0."""
+    host, port = live.url.removeprefix("http://").rsplit(":", 1)
+    tid = str(uuid.uuid4())
+    async with (
+        CuttingProxy(host, int(port)) as proxy,
+        AsyncClient(proxy.url, token=live.token()) as client,
+    ):
+        thread = client.threads.stream(tid, assistant_id="steps", transport=transport)  # type: ignore[arg-type]
+        await thread.run.start(input={"trail": [], "sleep": 2})
+        events = thread.subscribe(ALL)
+        cut_at: int | None = None
+
+        def cut_after_first(event: dict[str, Any]) -> bool:
+            nonlocal cut_at
+            if cut_at is None:
+                cut_at = events.since
+                assert proxy.cut() >= 1
+            return _is_root_completed(event)
+
+        got = await _read_until(events, cut_after_first, 60)
+        assert events.reconnects >= 1
+    await _check_resumed(live, proxy, transport, tid, got, cut_at)
+
+
+@pytest.mark.parametrize("transport", ["sse", "websocket"])
+def test_sync_client_resumes_with_since_after_a_dropped_connection(
+    live: Live, transport: str
+) -> None:
+    """The same through the generated sync client (httpx and websockets' sync clients)."""
+    host, port = live.url.removeprefix("http://").rsplit(":", 1)
+    tid = str(uuid.uuid4())
+    got: list[dict[str, Any]] = []
+    cut_at: int | None = None
+    with (
+        threaded_proxy(host, int(port)) as (proxy, cut),
+        Client(proxy.url, token=live.token()) as client,
+    ):
+        thread = client.threads.stream(tid, assistant_id="steps", transport=transport)  # type: ignore[arg-type]
+        thread.run.start(input={"trail": [], "sleep": 2})
+        events = thread.subscribe(ALL)
+        for event in events:
+            got.append(event)
+            if cut_at is None:
+                cut_at = events.since
+                assert cut() >= 1
+            if _is_root_completed(event):
+                break
+        events.close()
+        assert events.reconnects >= 1
+    asyncio.run(_check_resumed(live, proxy, transport, tid, got, cut_at))
+
+
+async def _check_resumed(
+    live: Live,
+    proxy: CuttingProxy,
+    transport: str,
+    tid: str,
+    got: list[dict[str, Any]],
+    cut_at: int | None,
+) -> None:
+    """What a subscription cut after its first event delivered, and what it asked for."""
+    assert cut_at is not None and got and _is_root_completed(got[-1])
+    assert not _is_root_completed(got[0]), "the run ended before the cut: nothing to resume"
+    # what each subscription connection asked for, in order: the first without a cursor, the
+    # reconnect with the highest seq delivered before it (at or after the cut)
+    if transport == "sse":
+        asked = [body for link in proxy.links for body in sse_subscriptions(bytes(link.sent))]
+        assert "since" not in asked[0]
+        resumed = [body["since"] for body in asked[1:]]
+    else:
+        firsts = [websocket_first_message(bytes(link.sent)) for link in proxy.links]
+        frames = [f for f in firsts if f is not None]
+        assert frames[0]["method"] == "subscription.subscribe"
+        assert "since" not in frames[0]["params"]
+        assert all(f["method"] == "subscription.reconnect" for f in frames[1:])
+        resumed = [f["params"]["since"] for f in frames[1:]]
+    seqs = [e["seq"] for e in got]
+    assert resumed and resumed[0] >= cut_at and resumed[0] in seqs, (resumed, cut_at, seqs)
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    ids = [e["event_id"] for e in got]
+    assert len(ids) == len(set(ids)), "an event was delivered twice"
+    assert any(s > resumed[0] for s in seqs), "nothing arrived after the reconnect"
+    async with AsyncClient(live.url, token=live.token()) as client:
+        full = client.threads.stream(tid, assistant_id="steps").subscribe(ALL, since=0)
+        whole = await _read_until(full, lambda e: e["event_id"] == got[-1]["event_id"], 30)
+    assert got == whole, "the resumed subscription differs from the log"
 
 
 async def test_idle_stream_heartbeats_on_time(live: Live) -> None:
@@ -258,41 +384,15 @@ async def test_sigterm_cut_stream_resumes_on_another_server(live: Live) -> None:
             except httpx.TransportError:
                 pass  # an aborted stream is as good as a closed one: resume elsewhere
         a.popen.wait(60)  # A is gone (its drain let the run reach a boundary first)
-        assert cut and not any(
-            e["method"] == "lifecycle"
-            and not e["params"]["namespace"]
-            and e["params"]["data"]["event"] == "completed"
-            for e in cut
-        ), "the run ended before the cut: nothing to resume"
+        assert cut and not any(_is_root_completed(e) for e in cut), (
+            "the run ended before the cut: nothing to resume"
+        )
         cursor = cut[-1]["seq"]
-        rest: list[dict[str, Any]] = []
         async with AsyncClient(b.url, token=token) as client:
             thread = client.threads.stream(tid, assistant_id="steps")
-            events = thread.subscribe(ALL, since=cursor)
-
-            async def until_completed() -> None:
-                async for event in events:
-                    rest.append(event)
-                    if (
-                        event["method"] == "lifecycle"
-                        and not event["params"]["namespace"]
-                        and event["params"]["data"]["event"] == "completed"
-                    ):
-                        return
-
-            await asyncio.wait_for(until_completed(), 60)
-            await events.aclose()
+            rest = await _read_until(thread.subscribe(ALL, since=cursor), _is_root_completed, 60)
             full = thread.subscribe(ALL, since=0)
-            whole: list[dict[str, Any]] = []
-
-            async def everything() -> None:
-                async for event in full:
-                    whole.append(event)
-                    if event["event_id"] == rest[-1]["event_id"]:
-                        return
-
-            await asyncio.wait_for(everything(), 30)
-            await full.aclose()
+            whole = await _read_until(full, lambda e: e["event_id"] == rest[-1]["event_id"], 30)
     got = cut + rest
     ids = [e["event_id"] for e in got]
     assert len(ids) == len(set(ids)), "an event was delivered twice"

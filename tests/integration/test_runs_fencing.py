@@ -1,10 +1,12 @@
 """Run fencing on real PostgreSQL and SQLite: once a run was reclaimed, the old attempt's
 checkpoint, pending writes, events, renewal and settle are refused and change nothing; the
 reaper reclaims a dead worker's run without waiting for its lease; a settle that keeps failing
-still ends the run (`error`, thread released, the next queued run proceeds)."""
+still ends the run (`error`, thread released, the next queued run proceeds); a graph write
+refused while the attempt runs stops it, one still in flight once it settles does not."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import uuid
@@ -22,8 +24,10 @@ from app.db.tables import checkpoint_writes, checkpoints, run_events, runs, thre
 from app.db.types import utcnow
 from app.runs import finish, queue, queue_queries
 from app.runs.events import EventHub
+from app.runs.executor import RunExecutor
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken
+from app.runs.signals import RunSignals
 from tests.integration.test_runs_queue import TENANT, add_run, add_thread, set_status
 
 
@@ -308,3 +312,55 @@ async def test_a_run_whose_settle_keeps_failing_still_ends(
         "status"
     ] == "success"
     assert (await client.get(f"/threads/{tid}")).json()["status"] == "idle"
+
+
+@pytest.mark.parametrize("settling", [False, True])
+async def test_a_refused_graph_write_stops_a_running_attempt_but_not_its_settle(
+    engine: AsyncEngine, settling: bool
+) -> None:
+    """The upstream suite's cancel test hung on SQLite: a cancelled graph's last checkpoint
+    (durability "async") was still in flight when the attempt's own settle ended the run; the
+    fence refused it (right), and the refusal cancelled the attempt's task in the middle of
+    its settle (wrong): the thread stream's root terminal was never logged."""
+    tid = await add_thread(engine)
+    rid = await add_run(engine, tid)
+    claimed = await queue.claim(engine, worker_id="a", lease_seconds=30)
+    assert claimed is not None and claimed.run_id == rid
+    executor = RunExecutor(
+        engine=engine,
+        hub=EventHub(engine, retention_seconds=60),
+        graphs=None,
+        saver=SQLSaver(engine),
+        store=None,
+        run_timeout_seconds=None,
+        max_attempts=3,
+    )
+    signals = RunSignals()
+    config: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+    late: list[asyncio.Task[Any]] = []
+    went_on: list[bool] = []
+
+    async def attempt() -> None:
+        view = executor._fenced_saver(claimed, signals)  # as the executor hands it the graph
+        signals.settling = settling
+        # settled (or, running, taken by a newer attempt): the run is no longer this one's
+        await set_status(engine, rid, "interrupted")
+        late.append(  # a write the graph left behind in a background task
+            asyncio.create_task(
+                view.aput(config, _checkpoint(1), {"step": 1}, {"step": f"{1:032}.0"})
+            )
+        )
+        await asyncio.wait(late)  # a cancel of this task lands here
+        await asyncio.sleep(0.05)
+        went_on.append(True)  # the settle's next statements, the root terminal
+
+    task = asyncio.create_task(attempt())
+    if settling:
+        await task
+        assert went_on and signals.superseded is None and not signals.abandon
+    else:
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not went_on and signals.superseded == "checkpoint" and signals.abandon
+    assert isinstance(late[0].exception(), AttemptSuperseded)  # refused either way
+    assert await _count(engine, checkpoints, tid) == 0

@@ -11,6 +11,7 @@ import httpx
 
 from .._calls import ResponseCheck, raise_for_status
 from .._errors import ProtocolError
+from .._resume import Resume
 from .._sse import RawEvent, SSEDecoder
 from ._closing import AsyncClosing
 
@@ -53,9 +54,16 @@ async def sse_events(
 
 class AsyncEventStream(AsyncClosing, Generic[E]):
     """Iterate the events (`async for event in stream`); use it as a context manager, or
-    call `aclose()`, to stop early. Subclasses set `_events` to their event generator."""
+    call `aclose()`, to stop early. Subclasses set `_events` to their event generator and
+    `_resume` to its reconnect state."""
 
     _events: AsyncGenerator[E, None]
+    _resume: Resume
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the stream had to reconnect so far."""
+        return self._resume.reconnects
 
     def __aiter__(self) -> Self:
         return self

@@ -28,6 +28,8 @@ class AsyncRunStream(AsyncEventStream[StreamEvent]):
     resume with live events only.
     """
 
+    _resume: StreamResume
+
     def __init__(
         self,
         http: AsyncHTTP,
@@ -62,11 +64,6 @@ class AsyncRunStream(AsyncEventStream[StreamEvent]):
     def last_event_id(self) -> str | None:
         """The id of the last event received; pass it to `join_stream` to resume later."""
         return self._resume.last_event_id
-
-    @property
-    def reconnects(self) -> int:
-        """How many times the stream had to reconnect so far."""
-        return self._resume.reconnects
 
     async def collect(self) -> list[StreamEvent]:
         """Read the stream to its end and return all events."""

@@ -53,13 +53,15 @@ class AsyncThreadEvents(AsyncEventStream[dict[str, Any]]):
     """One subscription's events (dicts: the protocol's event envelopes), each once, until
     closed; reconnects with `since` when its connection drops."""
 
+    _resume: Cursor
+
     def __init__(
         self, owner: AsyncThreadStream, subscription: dict[str, Any], since: int | None
     ) -> None:
         self._owner = owner
         self._subscription = subscription
         http = owner._http
-        self.cursor = Cursor(
+        self._resume = Cursor(
             since,
             max_reconnects=http.stream_reconnects,
             backoff=min(http.policy.backoff, 0.1),
@@ -70,11 +72,7 @@ class AsyncThreadEvents(AsyncEventStream[dict[str, Any]]):
     @property
     def since(self) -> int | None:
         """The highest seq delivered so far (the cursor a reconnect sends)."""
-        return self.cursor.since
-
-    @property
-    def reconnects(self) -> int:
-        return self.cursor.reconnects
+        return self._resume.since
 
     async def _iterate(self) -> AsyncGenerator[dict[str, Any], None]:
         owner = self._owner
@@ -83,20 +81,20 @@ class AsyncThreadEvents(AsyncEventStream[dict[str, Any]]):
                 frames = self._websocket() if owner.transport == "websocket" else self._sse()
                 async with aclosing(frames):
                     async for envelope in frames:
-                        if self.cursor.accept(envelope):
+                        if self._resume.accept(envelope):
                             owner._observe(envelope)
                             yield envelope
                 cause: Exception = _Dropped("the server ended the stream")
             except (httpx.TransportError, RateLimited, ServerError, _Dropped, OSError) as exc:
                 cause = exc  # a restarting server refuses, answers 5xx/429 or cuts the link
-            await _sleep(self.cursor.next_delay(cause))
+            await _sleep(self._resume.next_delay(cause))
 
     async def _sse(self) -> AsyncGenerator[Any, None]:
         client = self._owner._http.client
         request = client.build_request(
             "POST",
             self._owner._path("stream/events"),
-            json=self.cursor.body(self._subscription),
+            json=self._resume.body(self._subscription),
             headers={**SSE_HEADERS, **self._owner._headers},
         )
         async with aclosing(sse_events(client, request, refused=_raise_gap)) as raws:
@@ -114,10 +112,11 @@ class AsyncThreadEvents(AsyncEventStream[dict[str, Any]]):
         owner = self._owner
         url = websocket_url(owner._http.client.base_url, owner._path("stream/events"))
         headers = await owner._handshake_headers(url)
-        method = "subscription.subscribe" if self.cursor.since is None else "subscription.reconnect"
+        resuming = self._resume.since is not None
+        method = "subscription.reconnect" if resuming else "subscription.subscribe"
         try:
             async with connect(url, additional_headers=headers, open_timeout=10) as ws:
-                body = self.cursor.body(self._subscription)
+                body = self._resume.body(self._subscription)
                 await ws.send(json.dumps({"id": 1, "method": method, "params": body}))
                 async for frame in ws:
                     envelope = json.loads(frame)

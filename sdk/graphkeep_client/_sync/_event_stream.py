@@ -12,6 +12,7 @@ import httpx
 
 from .._calls import ResponseCheck, raise_for_status
 from .._errors import ProtocolError
+from .._resume import Resume
 from .._sse import RawEvent, SSEDecoder
 from ._closing import Closing
 
@@ -54,9 +55,16 @@ def sse_events(
 
 class EventStream(Closing, Generic[E]):
     """Iterate the events (`for event in stream`); use it as a context manager, or
-    call `close()`, to stop early. Subclasses set `_events` to their event generator."""
+    call `close()`, to stop early. Subclasses set `_events` to their event generator and
+    `_resume` to its reconnect state."""
 
     _events: Generator[E, None, None]
+    _resume: Resume
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the stream had to reconnect so far."""
+        return self._resume.reconnects
 
     def __iter__(self) -> Self:
         return self

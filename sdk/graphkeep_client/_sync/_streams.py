@@ -29,6 +29,8 @@ class RunStream(EventStream[StreamEvent]):
     resume with live events only.
     """
 
+    _resume: StreamResume
+
     def __init__(
         self,
         http: HTTP,
@@ -63,11 +65,6 @@ class RunStream(EventStream[StreamEvent]):
     def last_event_id(self) -> str | None:
         """The id of the last event received; pass it to `join_stream` to resume later."""
         return self._resume.last_event_id
-
-    @property
-    def reconnects(self) -> int:
-        """How many times the stream had to reconnect so far."""
-        return self._resume.reconnects
 
     def collect(self) -> list[StreamEvent]:
         """Read the stream to its end and return all events."""

@@ -54,13 +54,15 @@ class ThreadEvents(EventStream[dict[str, Any]]):
     """One subscription's events (dicts: the protocol's event envelopes), each once, until
     closed; reconnects with `since` when its connection drops."""
 
+    _resume: Cursor
+
     def __init__(
         self, owner: ThreadStream, subscription: dict[str, Any], since: int | None
     ) -> None:
         self._owner = owner
         self._subscription = subscription
         http = owner._http
-        self.cursor = Cursor(
+        self._resume = Cursor(
             since,
             max_reconnects=http.stream_reconnects,
             backoff=min(http.policy.backoff, 0.1),
@@ -71,11 +73,7 @@ class ThreadEvents(EventStream[dict[str, Any]]):
     @property
     def since(self) -> int | None:
         """The highest seq delivered so far (the cursor a reconnect sends)."""
-        return self.cursor.since
-
-    @property
-    def reconnects(self) -> int:
-        return self.cursor.reconnects
+        return self._resume.since
 
     def _iterate(self) -> Generator[dict[str, Any], None, None]:
         owner = self._owner
@@ -84,20 +82,20 @@ class ThreadEvents(EventStream[dict[str, Any]]):
                 frames = self._websocket() if owner.transport == "websocket" else self._sse()
                 with closing(frames):
                     for envelope in frames:
-                        if self.cursor.accept(envelope):
+                        if self._resume.accept(envelope):
                             owner._observe(envelope)
                             yield envelope
                 cause: Exception = _Dropped("the server ended the stream")
             except (httpx.TransportError, RateLimited, ServerError, _Dropped, OSError) as exc:
                 cause = exc  # a restarting server refuses, answers 5xx/429 or cuts the link
-            _sleep(self.cursor.next_delay(cause))
+            _sleep(self._resume.next_delay(cause))
 
     def _sse(self) -> Generator[Any, None, None]:
         client = self._owner._http.client
         request = client.build_request(
             "POST",
             self._owner._path("stream/events"),
-            json=self.cursor.body(self._subscription),
+            json=self._resume.body(self._subscription),
             headers={**SSE_HEADERS, **self._owner._headers},
         )
         with closing(sse_events(client, request, refused=_raise_gap)) as raws:
@@ -115,10 +113,11 @@ class ThreadEvents(EventStream[dict[str, Any]]):
         owner = self._owner
         url = websocket_url(owner._http.client.base_url, owner._path("stream/events"))
         headers = owner._handshake_headers(url)
-        method = "subscription.subscribe" if self.cursor.since is None else "subscription.reconnect"
+        resuming = self._resume.since is not None
+        method = "subscription.reconnect" if resuming else "subscription.subscribe"
         try:
             with connect(url, additional_headers=headers, open_timeout=10) as ws:
-                body = self.cursor.body(self._subscription)
+                body = self._resume.body(self._subscription)
                 ws.send(json.dumps({"id": 1, "method": method, "params": body}))
                 for frame in ws:
                     envelope = json.loads(frame)
