@@ -1,0 +1,452 @@
+// Renders a real React component that calls `useStream` (@langchain/react) into a jsdom
+// document and drives it against a live graphkeep, over SSE and over WebSocket.
+//
+//   node use_stream_check.mjs --url http://127.0.0.1:8123 [--transport sse|websocket|both]
+//
+// Prints ONE JSON object on stdout: {versions, transports: {sse: {...}, websocket: {...}}}.
+// Each scenario reports what the component rendered and what crossed the wire; the caller
+// (tests/e2e/test_js_use_stream.py) asserts it. A scenario that times out or throws reports
+// {failure} (its message holds the last rendered snapshot) instead of failing silently; the
+// exit code is 1 when any scenario failed.
+//
+// The graphs are the test suite's (tests/graphs/langgraph.json): `chat` echoes the last human
+// message token by token ("echo <text>"), `asker` interrupts with {"question": ...} and then
+// answers "<resume>!".
+import { createRequire } from "node:module";
+import { parseArgs } from "node:util";
+
+import { JSDOM } from "jsdom";
+import WebSocket from "ws";
+
+const require = createRequire(import.meta.url);
+const { values: args } = parseArgs({
+  options: {
+    url: { type: "string" },
+    transport: { type: "string", default: "both" },
+    timeout: { type: "string", default: "20000" },
+  },
+});
+if (!args.url) {
+  console.error("usage: node use_stream_check.mjs --url http://host:port [--transport sse|websocket|both]");
+  process.exit(2);
+}
+const API_URL = args.url.replace(/\/$/, "");
+const TIMEOUT_MS = Number(args.timeout);
+
+// A browser-like global environment for react-dom: jsdom's window and document. fetch stays
+// Node's own (jsdom has none), as it would be the browser's in a real page.
+const dom = new JSDOM("<!doctype html><html><body></body></html>", { url: "http://localhost/" });
+globalThis.window = dom.window;
+globalThis.document = dom.window.document;
+for (const name of ["HTMLElement", "Node", "Element", "Text", "MutationObserver"]) {
+  globalThis[name] = dom.window[name];
+}
+if (typeof globalThis.navigator === "undefined") {
+  // Node 21+ has its own navigator; Node 20 has none and react-dom reads userAgent
+  globalThis.navigator = dom.window.navigator;
+}
+
+const React = await import("react");
+const { createRoot } = await import("react-dom/client");
+const { useStream } = await import("@langchain/react");
+const h = React.createElement;
+
+const versions = Object.fromEntries(
+  ["@langchain/react", "@langchain/langgraph-sdk", "@langchain/core", "react", "react-dom", "jsdom", "ws"].map(
+    (name) => [name, require(`${name}/package.json`).version],
+  ),
+);
+
+// ---------------------------------------------------------------------------------------------
+// Wire capture: every protocol event the hook received, by transport. SSE goes through the
+// `fetch` option (the body is teed), WebSocket through the `webSocketFactory` option (Node 20
+// has no global WebSocket without a flag; `ws` is what jsdom itself uses).
+
+function makeWire() {
+  const wire = { events: [], commands: [], sockets: 0, streams: 0 };
+  const decoder = new TextDecoder();
+
+  async function readSse(body, stream) {
+    const reader = body.getReader();
+    let buffer = "";
+    for (;;) {
+      let chunk;
+      try {
+        chunk = await reader.read();
+      } catch {
+        return;
+      }
+      if (chunk.done) return;
+      buffer += decoder.decode(chunk.value, { stream: true }).replaceAll("\r\n", "\n");
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const data = frame
+          .split("\n")
+          .filter((line) => line.startsWith("data:"))
+          .map((line) => line.slice(5).trimStart())
+          .join("\n");
+        if (data) wire.events.push({ ...JSON.parse(data), stream });
+      }
+    }
+  }
+
+  const fetchCapture = async (input, init) => {
+    const url = typeof input === "string" ? input : input.url;
+    if (url.endsWith("/commands") && init?.body) wire.commands.push(JSON.parse(init.body).method);
+    const response = await fetch(input, init);
+    if (!url.endsWith("/stream/events") || !response.body) return response;
+    wire.streams += 1;
+    const [mine, theirs] = response.body.tee();
+    readSse(theirs, `sse-${wire.streams}`);
+    return new Response(mine, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+
+  const webSocketFactory = (url) => {
+    wire.sockets += 1;
+    const stream = `ws-${wire.sockets}`;
+    const socket = new WebSocket(url);
+    const send = socket.send.bind(socket);
+    socket.send = (data) => {
+      const frame = JSON.parse(String(data));
+      if (frame.method) wire.commands.push(frame.method);
+      return send(data);
+    };
+    socket.addEventListener("message", (message) => {
+      const frame = JSON.parse(String(message.data));
+      if (frame.type === "event") wire.events.push({ ...frame, stream });
+    });
+    return socket;
+  };
+  return { wire, fetchCapture, webSocketFactory };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The component under test and a harness that waits on what it rendered.
+
+// BaseMessage.text joins a message's text content blocks (the graphs' AI messages carry
+// [{type: "text", text}] blocks, output_version v1)
+function plainMessages(messages) {
+  return (messages ?? []).map((m) => ({ type: m.type, text: m.text }));
+}
+
+function snapshotOf(stream) {
+  return {
+    values: stream.values ?? null,
+    messages: plainMessages(stream.messages),
+    isLoading: stream.isLoading,
+    isThreadLoading: stream.isThreadLoading,
+    threadId: stream.threadId ?? null,
+    interrupt: stream.interrupt ? { id: stream.interrupt.id ?? null, value: stream.interrupt.value } : null,
+    interrupts: (stream.interrupts ?? []).length,
+    error: stream.error == null ? null : String(stream.error?.message ?? stream.error),
+  };
+}
+
+function Probe({ options, harness }) {
+  const stream = useStream(options);
+  harness.stream = stream;
+  React.useEffect(() => harness.rendered(snapshotOf(stream)));
+  return h(
+    "main",
+    null,
+    h("p", { id: "loading" }, stream.isLoading ? "loading" : "idle"),
+    h("p", { id: "thread" }, stream.threadId ?? ""),
+    h("p", { id: "interrupt" }, stream.interrupt ? JSON.stringify(stream.interrupt.value) : ""),
+    h(
+      "ul",
+      { id: "messages" },
+      stream.messages.map((m, i) => h("li", { key: m.id ?? i, "data-type": m.type }, m.text)),
+    ),
+  );
+}
+
+class Harness {
+  constructor(transport, extra = {}) {
+    this.capture = makeWire();
+    this.snapshots = [];
+    this.waiters = [];
+    this.threadIdCallbacks = [];
+    this.options = {
+      apiUrl: API_URL,
+      assistantId: extra.assistantId,
+      threadId: extra.threadId ?? null,
+      transport,
+      onThreadId: (id) => this.threadIdCallbacks.push(id),
+      ...(transport === "websocket"
+        ? { webSocketFactory: this.capture.webSocketFactory }
+        : { fetch: this.capture.fetchCapture }),
+    };
+    this.container = document.createElement("div");
+    document.body.appendChild(this.container);
+    this.root = createRoot(this.container);
+    this.root.render(h(Probe, { options: this.options, harness: this }));
+  }
+
+  get last() {
+    return this.snapshots.at(-1) ?? null;
+  }
+
+  rendered(snapshot) {
+    this.snapshots.push(snapshot);
+    for (const waiter of [...this.waiters]) waiter.check();
+  }
+
+  // Resolves with the first rendered snapshot satisfying `predicate`, checked on every commit
+  // and every 20 ms (a predicate may also look at the wire, which does not always re-render).
+  until(what, predicate) {
+    return new Promise((resolve, reject) => {
+      const waiter = {
+        check: () => {
+          const hit = this.snapshots.find((s) => predicate(s));
+          if (!hit) return false;
+          clearTimeout(waiter.timer);
+          clearInterval(waiter.poll);
+          this.waiters = this.waiters.filter((w) => w !== waiter);
+          resolve(hit);
+          return true;
+        },
+      };
+      waiter.timer = setTimeout(() => {
+        clearInterval(waiter.poll);
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new Error(`timed out waiting for ${what}; last render: ${JSON.stringify(this.last)}`));
+      }, TIMEOUT_MS);
+      if (!waiter.check()) {
+        this.waiters.push(waiter);
+        waiter.poll = setInterval(waiter.check, 20);
+      }
+    });
+  }
+
+  text(id) {
+    return this.container.querySelector(`#${id}`)?.textContent ?? null;
+  }
+
+  renderedMessages() {
+    return [...this.container.querySelectorAll("#messages li")].map((li) => ({
+      type: li.dataset.type,
+      text: li.textContent,
+    }));
+  }
+
+  async unmount() {
+    this.root.unmount();
+    this.container.remove();
+    // let the hook's deferred dispose close its subscriptions / socket
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenarios. Each returns plain data; the pytest side asserts it.
+
+function isRootLifecycle(event, name) {
+  return event.method === "lifecycle" && (event.params?.namespace ?? []).length === 0 && event.params?.data?.event === name;
+}
+
+function caughtUp(wire, streams) {
+  const done = new Set(wire.events.filter((e) => isRootLifecycle(e, "interrupted")).map((e) => e.stream));
+  return done.size === streams;
+}
+
+// The hook opens more than one stream (its content pump and a lifecycle watcher), so the same
+// event may arrive twice: the summary is of the distinct events (by event_id, in seq order),
+// and the ordering checks are per stream.
+function wireSummary(wire) {
+  const byStream = new Map();
+  for (const e of wire.events) byStream.set(e.stream, [...(byStream.get(e.stream) ?? []), e]);
+  const perStream = [...byStream.values()].map((events) => ({
+    increasing: events.every((e, i) => i === 0 || e.seq > events[i - 1].seq),
+    unique: new Set(events.map((e) => e.event_id)).size === events.length,
+  }));
+  const distinct = [...new Map(wire.events.map((e) => [e.event_id, e])).values()].sort((a, b) => a.seq - b.seq);
+  const sameIdSameEvent = wire.events.every((e) => {
+    const { stream: _a, ...one } = e;
+    const { stream: _b, ...other } = distinct.find((d) => d.event_id === e.event_id);
+    return JSON.stringify(one) === JSON.stringify(other);
+  });
+  const mine = distinct;
+  const deltas = mine
+    .filter((e) => e.method === "messages" && e.params?.data?.event === "content-block-delta")
+    .map((e) => e.params.data.delta?.text ?? null);
+  const rootLifecycle = mine
+    .filter((e) => e.method === "lifecycle" && (e.params?.namespace ?? []).length === 0)
+    .map((e) => e.params.data.event);
+  return {
+    methods: [...new Set(mine.map((e) => e.method))].sort(),
+    deltas,
+    root_lifecycle: rootLifecycle,
+    values: mine.filter((e) => e.method === "values" && (e.params?.namespace ?? []).length === 0).map((e) => e.params.data),
+    input_requested: mine.filter((e) => e.method === "input.requested").map((e) => e.params.data),
+    events: mine.length,
+    distinct_seqs: new Set(mine.map((e) => e.seq)).size,
+    streams: perStream.length,
+    per_stream_in_order: perStream.every((p) => p.increasing && p.unique),
+    same_id_same_event: sameIdSameEvent,
+    commands: wire.commands,
+    sse_streams: wire.streams,
+    sockets: wire.sockets,
+  };
+}
+
+async function scenarioChat(transport) {
+  const probe = new Harness(transport, { assistantId: "chat" });
+  try {
+    const before = await probe.until("first render", () => true);
+    const submitted = probe.stream.submit({ messages: [{ type: "human", content: "hi there" }] });
+    const loading = await probe.until("isLoading true", (s) => s.isLoading);
+    await submitted;
+    const done = await probe.until(
+      "chat run to finish",
+      (s) => !s.isLoading && (s.values?.messages ?? []).length === 2 && s.messages.length === 2,
+    );
+    // every distinct AI text the component rendered while tokens arrived
+    const aiTexts = [];
+    for (const s of probe.snapshots) {
+      const ai = s.messages.filter((m) => m.type === "ai").at(-1);
+      if (ai && aiTexts.at(-1) !== ai.text) aiTexts.push(ai.text);
+    }
+    return {
+      initial: { threadId: before.threadId, isLoading: before.isLoading, messages: before.messages.length },
+      loading_seen: loading.isLoading,
+      thread_id: done.threadId,
+      on_thread_id: probe.threadIdCallbacks,
+      values: done.values,
+      messages: done.messages,
+      dom_messages: probe.renderedMessages(),
+      dom_loading: probe.text("loading"),
+      dom_thread: probe.text("thread"),
+      ai_texts_rendered: aiTexts,
+      error: done.error,
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
+async function scenarioInterrupt(transport) {
+  const probe = new Harness(transport, { assistantId: "asker" });
+  try {
+    await probe.until("first render", () => true);
+    const submitted = probe.stream.submit({ question: "ship it?" });
+    const asked = await probe.until("interrupt", (s) => s.interrupt != null && !s.isLoading);
+    await submitted;
+    const dom_interrupt = probe.text("interrupt");
+    const responded = probe.stream.respond("yes");
+    await responded;
+    // settled: the answered interrupt gone, whatever order the hook's updates came in
+    const done = await probe.until(
+      "resumed run to finish, interrupt cleared",
+      (s) => !s.isLoading && s.values?.answer === "yes!" && s.interrupt == null,
+    );
+    return {
+      thread_id: asked.threadId,
+      on_thread_id: probe.threadIdCallbacks,
+      asked: { values: asked.values, interrupt: asked.interrupt, interrupts: asked.interrupts },
+      dom_interrupt,
+      done: { values: done.values, interrupt: done.interrupt, interrupts: done.interrupts, error: done.error },
+      dom_interrupt_after: probe.text("interrupt"),
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
+async function scenarioHydrateFinished(transport, threadId) {
+  const probe = new Harness(transport, { assistantId: "chat", threadId });
+  try {
+    const shown = await probe.until(
+      "hydrated values",
+      (s) => !s.isThreadLoading && (s.values?.messages ?? []).length === 2 && s.messages.length === 2,
+    );
+    return {
+      thread_id: shown.threadId,
+      values: shown.values,
+      messages: shown.messages,
+      dom_messages: probe.renderedMessages(),
+      isLoading: shown.isLoading,
+      error: shown.error,
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
+// A second component rejoins a thread left waiting at an interrupt, sees the interrupt and the
+// values, and answers it from there.
+async function scenarioHydrateInterrupted(transport) {
+  const first = new Harness(transport, { assistantId: "asker" });
+  let threadId;
+  try {
+    await first.until("first render", () => true);
+    await first.stream.submit({ question: "merge it?" });
+    const asked = await first.until("interrupt", (s) => s.interrupt != null && !s.isLoading);
+    threadId = asked.threadId;
+  } finally {
+    await first.unmount();
+  }
+  const probe = new Harness(transport, { assistantId: "asker", threadId });
+  try {
+    // What a user sees before answering: the thread's values and its interrupt, with every
+    // stream the hook opened caught up (each has replayed the first run's root `interrupted`).
+    // Answering earlier races the replay, whatever the server: over HTTP a command's
+    // `applied_through_seq` is 0 (as on the official server), so an `input.requested` the hook
+    // has yet to replay counts as new and brings the answered interrupt back.
+    const streams = transport === "sse" ? 2 : 1;
+    const shown = await probe.until(
+      "hydrated values and interrupt, streams caught up",
+      (s) =>
+        !s.isThreadLoading &&
+        !s.isLoading &&
+        s.interrupt != null &&
+        s.values?.question === "merge it?" &&
+        caughtUp(probe.capture.wire, streams),
+    );
+    // the tap reads its own branch of each SSE body: let the hook parse the same chunk
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    await probe.stream.respond("no", { interruptId: shown.interrupt.id });
+    const done = await probe.until(
+      "resumed run to finish, interrupt cleared",
+      (s) => !s.isLoading && s.values?.answer === "no!" && s.interrupt == null,
+    );
+    return {
+      thread_id: threadId,
+      shown: { values: shown.values, interrupt: shown.interrupt, threadId: shown.threadId, error: shown.error },
+      done: { values: done.values, interrupt: done.interrupt, error: done.error },
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
+async function attempt(fn) {
+  try {
+    return await fn();
+  } catch (error) {
+    return { failure: String(error?.stack ?? error) };
+  }
+}
+
+const transports = args.transport === "both" ? ["sse", "websocket"] : [args.transport];
+const result = { api_url: API_URL, node: process.version, versions, transports: {} };
+for (const transport of transports) {
+  const chat = await attempt(() => scenarioChat(transport));
+  const out = {
+    chat,
+    interrupt: await attempt(() => scenarioInterrupt(transport)),
+    hydrate_finished: chat.thread_id
+      ? await attempt(() => scenarioHydrateFinished(transport, chat.thread_id))
+      : { failure: "no chat thread to hydrate" },
+    hydrate_interrupted: await attempt(() => scenarioHydrateInterrupted(transport)),
+  };
+  result.transports[transport] = out;
+}
+const failed = Object.values(result.transports).some((t) => Object.values(t).some((s) => s.failure));
+process.stdout.write(`${JSON.stringify(result)}\n`);
+// the hook keeps no timers once unmounted, but do not let a stray socket hold the process
+process.exit(failed ? 1 : 0);
