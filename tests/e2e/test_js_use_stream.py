@@ -125,16 +125,17 @@ def _distinct(items: list[Any]) -> list[Any]:
     return [v for i, v in enumerate(items) if i == 0 or v != items[i - 1]]
 
 
-def _wire_ok(wire: dict[str, Any], *, transport: str) -> None:
+def _wire_ok(wire: dict[str, Any], *, transport: str, connections: int = 1) -> None:
     # each stream the hook opened delivered in seq order without repeats; an event seen on
     # two streams is the same event
     assert wire["per_stream_in_order"] and wire["same_id_same_event"], wire
     assert wire["events"] == wire["distinct_seqs"], wire
     if transport == "sse":
-        # the hook's two SSE streams (content pump, lifecycle watcher), never a reconnect
-        assert (wire["sse_streams"], wire["sockets"]) == (2, 0), wire
+        # the hook's two SSE streams (content pump, lifecycle watcher) per connection: no
+        # reconnect the test did not cause
+        assert (wire["sse_streams"], wire["sockets"]) == (2 * connections, 0), wire
     else:
-        assert (wire["sse_streams"], wire["sockets"]) == (0, 1), wire
+        assert (wire["sse_streams"], wire["sockets"]) == (0, connections), wire
 
 
 def _commands(wire: dict[str, Any]) -> list[str]:
@@ -255,3 +256,34 @@ def test_hydrate_interrupted_thread_then_respond(checked: Checked, transport: st
     assert [r["status"] for r in runs] == ["success", "success"]
     state = checked.get(f"/threads/{thread_id}/state")
     assert state["values"] == {"question": "merge it?", "answer": "no!"}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_reconnect_mid_run(checked: Checked, transport: str) -> None:
+    got = checked.scenario(transport, "reconnect")
+    thread_id = got["thread_id"]
+    wire = got["wire"]
+    # every stream was cut once while node b slept, and the hook opened them again itself
+    assert wire["cuts"] == (2 if transport == "sse" else 1), wire
+    _wire_ok(wire, transport=transport, connections=2)
+    start = {"tag": f"js-{transport}", "sleep": 2}
+    assert got["before_cut"] == {
+        "values": {**start, "trail": ["a"], "messages": []},
+        "isLoading": True,
+    }
+    assert got["done"] == {
+        "values": {**start, "trail": ["a", "b", "c"], "messages": []},
+        "isLoading": False,
+        "error": None,
+    }
+    # what the component showed only moved forward, each state once
+    assert got["trails_rendered"] == ["", "a", "a,b", "a,b,c"]
+    # across the cut the streams together carried each of the run's events (one event_id, one
+    # content) and nothing else; the reconnected ones replayed the log from its start
+    assert wire["values"] == [
+        {**start, "trail": t} for t in ([], ["a"], ["a", "b"], ["a", "b", "c"])
+    ]
+    assert wire["root_lifecycle"] == ["running", "completed"]
+    assert _commands(wire) == ["run.start"]
+    runs = checked.get(f"/threads/{thread_id}/runs")
+    assert [r["status"] for r in runs] == ["success"]

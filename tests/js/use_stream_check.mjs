@@ -59,48 +59,75 @@ const versions = Object.fromEntries(
 
 // ---------------------------------------------------------------------------------------------
 // Wire capture: every protocol event the hook received, by transport. SSE goes through the
-// `fetch` option (the body is teed), WebSocket through the `webSocketFactory` option (Node 20
-// has no global WebSocket without a flag; `ws` is what jsdom itself uses).
+// `fetch` option, WebSocket through the `webSocketFactory` option (Node 20 has no global
+// WebSocket without a flag; `ws` is what jsdom itself uses). `cut()` drops every open stream
+// the way a network failure would, to check the hook's reconnect.
 
 function makeWire() {
-  const wire = { events: [], commands: [], sockets: 0, streams: 0 };
-  const decoder = new TextDecoder();
+  const wire = { events: [], commands: [], sse_since: [], sockets: 0, streams: 0, cuts: 0 };
+  const open = new Set(); // () => void, one per open stream: cuts it
 
-  async function readSse(body, stream) {
+  // The hook reads the body through this stream; each chunk is parsed for the tap before the
+  // hook sees it, so the tap is never behind the hook.
+  function tapSse(body, stream) {
     const reader = body.getReader();
+    const decoder = new TextDecoder();
     let buffer = "";
-    for (;;) {
-      let chunk;
-      try {
-        chunk = await reader.read();
-      } catch {
-        return;
-      }
-      if (chunk.done) return;
-      buffer += decoder.decode(chunk.value, { stream: true }).replaceAll("\r\n", "\n");
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const frame = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        const data = frame
-          .split("\n")
-          .filter((line) => line.startsWith("data:"))
-          .map((line) => line.slice(5).trimStart())
-          .join("\n");
-        if (data) wire.events.push({ ...JSON.parse(data), stream });
-      }
-    }
+    let drop;
+    return new ReadableStream({
+      start(controller) {
+        drop = () => {
+          open.delete(drop);
+          reader.cancel().catch(() => {});
+          controller.error(new TypeError("network error (cut by the test)"));
+        };
+        open.add(drop);
+      },
+      async pull(controller) {
+        let chunk;
+        try {
+          chunk = await reader.read();
+        } catch (error) {
+          open.delete(drop);
+          controller.error(error);
+          return;
+        }
+        if (!open.has(drop)) return; // cut meanwhile
+        if (chunk.done) {
+          open.delete(drop);
+          controller.close();
+          return;
+        }
+        buffer += decoder.decode(chunk.value, { stream: true }).replaceAll("\r\n", "\n");
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = frame
+            .split("\n")
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).trimStart())
+            .join("\n");
+          if (data) wire.events.push({ ...JSON.parse(data), stream });
+        }
+        controller.enqueue(chunk.value);
+      },
+      cancel() {
+        open.delete(drop);
+        return reader.cancel();
+      },
+    });
   }
 
   const fetchCapture = async (input, init) => {
     const url = typeof input === "string" ? input : input.url;
     if (url.endsWith("/commands") && init?.body) wire.commands.push(JSON.parse(init.body).method);
+    if (url.endsWith("/stream/events") && init?.body) wire.sse_since.push(JSON.parse(init.body).since ?? null);
     const response = await fetch(input, init);
     if (!url.endsWith("/stream/events") || !response.body) return response;
     wire.streams += 1;
-    const [mine, theirs] = response.body.tee();
-    readSse(theirs, `sse-${wire.streams}`);
-    return new Response(mine, { status: response.status, statusText: response.statusText, headers: response.headers });
+    const body = tapSse(response.body, `sse-${wire.streams}`);
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
   };
 
   const webSocketFactory = (url) => {
@@ -117,9 +144,20 @@ function makeWire() {
       const frame = JSON.parse(String(message.data));
       if (frame.type === "event") wire.events.push({ ...frame, stream });
     });
+    const drop = () => {
+      open.delete(drop);
+      socket.terminate(); // no close frame: the hook sees 1006, as on a lost connection
+    };
+    open.add(drop);
+    socket.addEventListener("close", () => open.delete(drop));
     return socket;
   };
-  return { wire, fetchCapture, webSocketFactory };
+
+  const cut = () => {
+    wire.cuts += open.size;
+    for (const drop of [...open]) drop();
+  };
+  return { wire, fetchCapture, webSocketFactory, cut };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -287,7 +325,9 @@ function wireSummary(wire) {
     same_id_same_event: sameIdSameEvent,
     commands: wire.commands,
     sse_streams: wire.streams,
+    sse_since: wire.sse_since,
     sockets: wire.sockets,
+    cuts: wire.cuts,
   };
 }
 
@@ -406,7 +446,8 @@ async function scenarioHydrateInterrupted(transport) {
         s.values?.question === "merge it?" &&
         caughtUp(probe.capture.wire, streams),
     );
-    // the tap reads its own branch of each SSE body: let the hook parse the same chunk
+    // the tap parses each chunk just before the hook reads it; the hook's parsing is promise
+    // jobs, all done before the next task
     await new Promise((resolve) => setTimeout(resolve, 0));
     await probe.stream.respond("no", { interruptId: shown.interrupt.id });
     const done = await probe.until(
@@ -417,6 +458,38 @@ async function scenarioHydrateInterrupted(transport) {
       thread_id: threadId,
       shown: { values: shown.values, interrupt: shown.interrupt, threadId: shown.threadId, error: shown.error },
       done: { values: done.values, interrupt: done.interrupt, error: done.error },
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
+// The connection drops mid-run (every stream the hook has open, cut like a lost network): the
+// hook reconnects by itself and the run's remaining values still arrive, each once.
+async function scenarioReconnect(transport) {
+  const probe = new Harness(transport, { assistantId: "steps" });
+  try {
+    await probe.until("first render", () => true);
+    // submit() settles with the run: not awaited until the end
+    const submitted = probe.stream.submit({ tag: `js-${transport}`, sleep: 2 });
+    const before = await probe.until("node a's values", (s) => s.isLoading && (s.values?.trail ?? []).join() === "a");
+    probe.capture.cut();
+    await submitted;
+    const done = await probe.until(
+      "run to finish after the reconnect",
+      (s) => !s.isLoading && (s.values?.trail ?? []).join() === "a,b,c",
+    );
+    const trails = [];
+    for (const s of probe.snapshots) {
+      const trail = (s.values?.trail ?? []).join();
+      if (trails.at(-1) !== trail) trails.push(trail);
+    }
+    return {
+      thread_id: done.threadId,
+      before_cut: { values: before.values, isLoading: before.isLoading },
+      done: { values: done.values, isLoading: done.isLoading, error: done.error },
+      trails_rendered: trails,
       wire: wireSummary(probe.capture.wire),
     };
   } finally {
@@ -443,6 +516,7 @@ for (const transport of transports) {
       ? await attempt(() => scenarioHydrateFinished(transport, chat.thread_id))
       : { failure: "no chat thread to hydrate" },
     hydrate_interrupted: await attempt(() => scenarioHydrateInterrupted(transport)),
+    reconnect: await attempt(() => scenarioReconnect(transport)),
   };
   result.transports[transport] = out;
 }
