@@ -3,9 +3,9 @@ live `graphkeep serve` on SQLite and PostgreSQL, over SSE and over WebSocket, un
 
 tests/js/use_stream_check.mjs renders a real React component calling `useStream` into a jsdom
 document and prints what it rendered and what crossed the wire; this module asserts it, and
-checks the server's side of each thread. Node and npm: skipped locally without them, a failure
-under CI=true (scripts/test installs Debian's nodejs and npm there). `npm ci` runs from the
-committed lock whenever tests/js/node_modules is missing or was installed from another lock.
+checks the server's side of each thread. Node 20+ and npm: skipped locally without them, a
+failure under CI=true (scripts/test installs Debian's nodejs and npm there). `npm ci` runs from
+the committed lock whenever tests/js/node_modules is missing or was installed from another lock.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
@@ -36,13 +36,30 @@ TRANSPORTS = ["sse", "websocket"]
 CHAT = [{"type": "human", "text": "hi there"}, {"type": "ai", "text": "echo hi there"}]
 
 
+NODE_MAJOR = 20  # the pinned @langchain packages' engines (they do not load on Node 18)
+
+
+def _missing(reason: str) -> NoReturn:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: required in CI (scripts/test installs Debian's nodejs and npm)")
+    pytest.skip(reason)
+
+
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{name} is required in CI; scripts/test installs Debian's nodejs and npm")
-        pytest.skip(f"{name} not installed")
+        _missing(f"{name} not installed")
     return path
+
+
+def _node() -> str:
+    node = _tool("node")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30)
+    major = int(version.stdout.strip().lstrip("v").split(".")[0])
+    if major < NODE_MAJOR:
+        # Debian 12's nodejs is 18; Debian 13's is 20
+        _missing(f"node {version.stdout.strip()} is older than {NODE_MAJOR}")
+    return node
 
 
 def _lock_digest() -> str:
@@ -55,7 +72,7 @@ def _lock_digest() -> str:
 def ensure_node_modules() -> str:
     """node's path, with tests/js/node_modules installed from the committed lock (`npm ci`
     only when missing or stale, so a checkout that has it needs no network)."""
-    node, npm = _tool("node"), _tool("npm")
+    node, npm = _node(), _tool("npm")
     want = _lock_digest()
     if not (STAMP.exists() and STAMP.read_text().strip() == want):
         done = subprocess.run(
