@@ -180,8 +180,13 @@ def test_submit_streams_values_and_tokens(checked: Checked, transport: str) -> N
     assert chat["messages"] == CHAT and chat["dom_messages"] == CHAT
     assert chat["dom_loading"] == "idle" and chat["error"] is None
     # the rendered reply only ever grew, to the full text
-    assert chat["ai_texts_rendered"][-1] == "echo hi there"
-    assert _chain_of_prefixes(chat["ai_texts_rendered"]), chat["ai_texts_rendered"]
+    texts = chat["ai_texts_rendered"]
+    assert texts[-1] == "echo hi there" and _chain_of_prefixes(texts), texts
+    if transport == "sse":
+        # frames handed to the hook one at a time (the check paces them): the component
+        # rendered the reply part-way, from `messages` deltas, before it was whole (how many
+        # renders is React's batching; over WebSocket it depends on the socket's reads)
+        assert [t for t in texts if t not in ("", "echo hi there")], texts
     wire = chat["wire"]
     _wire_ok(wire, transport=transport)
     assert wire["deltas"] == ["echo", " ", "hi", " ", "there"]

@@ -32,6 +32,7 @@ if (!args.url) {
 }
 const API_URL = args.url.replace(/\/$/, "");
 const TIMEOUT_MS = Number(args.timeout);
+const PACE_MS = 2; // between SSE frames handed to the hook (see tapSse)
 
 // A browser-like global environment for react-dom: jsdom's window and document. fetch stays
 // Node's own (jsdom has none), as it would be the browser's in a real page.
@@ -72,6 +73,7 @@ function makeWire() {
   function tapSse(body, stream) {
     const reader = body.getReader();
     const decoder = new TextDecoder();
+    const encoder = new TextEncoder();
     let buffer = "";
     let drop;
     return new ReadableStream({
@@ -109,8 +111,11 @@ function makeWire() {
             .map((line) => line.slice(5).trimStart())
             .join("\n");
           if (data) wire.events.push({ ...JSON.parse(data), stream });
+          // one frame at a time, a little apart, as over a real network: on loopback a whole
+          // run's frames come in one chunk and React renders only the end of them
+          controller.enqueue(encoder.encode(`${frame}\n\n`));
+          await new Promise((resolve) => setTimeout(resolve, PACE_MS));
         }
-        controller.enqueue(chunk.value);
       },
       cancel() {
         open.delete(drop);
@@ -340,7 +345,13 @@ async function scenarioChat(transport) {
     await submitted;
     const done = await probe.until(
       "chat run to finish",
-      (s) => !s.isLoading && (s.values?.messages ?? []).length === 2 && s.messages.length === 2,
+      // the final text too: the hook's lifecycle watcher (a second stream) may report the end
+      // before its content stream has delivered the last tokens
+      (s) =>
+        !s.isLoading &&
+        (s.values?.messages ?? []).length === 2 &&
+        s.messages.length === 2 &&
+        s.messages[1].text === "echo hi there",
     );
     // every distinct AI text the component rendered while tokens arrived
     const aiTexts = [];
