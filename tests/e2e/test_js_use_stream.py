@@ -309,3 +309,37 @@ def test_reconnect_mid_run(checked: Checked, transport: str) -> None:
     assert _commands(wire) == ["run.start"]
     runs = checked.get(f"/threads/{thread_id}/runs")
     assert [r["status"] for r in runs] == ["success"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_stop_cancels_the_run(checked: Checked, transport: str) -> None:
+    got = checked.scenario(transport, "stop")
+    thread_id = got["thread_id"]
+    start = {"tag": f"stop-{transport}", "sleep": 5}
+    assert got["stopped"] == {
+        "values": {**start, "trail": ["a"], "messages": []},
+        "isLoading": False,
+        "error": None,
+    }
+    _wire_ok(got["wire"], transport=transport)
+    assert got["wire"]["values"] == [{**start, "trail": []}, {**start, "trail": ["a"]}]
+    # stop() cancelled the run the hook was told about (onCreated), through the classic
+    # cancel route: interrupted (the default action) before node b finished
+    runs = checked.get(f"/threads/{thread_id}/runs")
+    assert [(r["run_id"], r["status"]) for r in runs] == [(got["run_ids"][0], "interrupted")]
+    state = checked.get(f"/threads/{thread_id}/state")
+    assert state["values"] == {**start, "trail": ["a"]} and state["next"] == ["b"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_failing_graph_shows_its_error(checked: Checked, transport: str) -> None:
+    got = checked.scenario(transport, "failure")
+    thread_id = got["thread_id"]
+    assert got["failed"] == {"error": f"boom: fail-{transport}", "isLoading": False}
+    assert got["submit"] is None  # submit() resolves; the error is the hook's state
+    wire = got["wire"]
+    _wire_ok(wire, transport=transport)
+    assert wire["root_lifecycle"] == ["running", "failed"]
+    assert wire["values"] == [{"tag": f"fail-{transport}"}]
+    runs = checked.get(f"/threads/{thread_id}/runs")
+    assert [r["status"] for r in runs] == ["error"]

@@ -9,9 +9,12 @@
 // {failure} (its message holds the last rendered snapshot) instead of failing silently; the
 // exit code is 1 when any scenario failed.
 //
+// Scenarios, each over both transports: chat (submit, values, token-by-token messages, threadId
+// minted), interrupt (stream.interrupt, respond), hydrate_finished / hydrate_interrupted (a new
+// component on an existing thread), reconnect (streams cut mid-run), stop, failure.
 // The graphs are the test suite's (tests/graphs/langgraph.json): `chat` echoes the last human
 // message token by token ("echo <text>"), `asker` interrupts with {"question": ...} and then
-// answers "<resume>!".
+// answers "<resume>!", `steps` runs a, b (sleeping `sleep` s), c, `failing` raises.
 import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
 
@@ -211,12 +214,14 @@ class Harness {
     this.snapshots = [];
     this.waiters = [];
     this.threadIdCallbacks = [];
+    this.createdRunIds = [];
     this.options = {
       apiUrl: API_URL,
       assistantId: extra.assistantId,
       threadId: extra.threadId ?? null,
       transport,
       onThreadId: (id) => this.threadIdCallbacks.push(id),
+      onCreated: ({ runId }) => this.createdRunIds.push(runId),
       ...(transport === "websocket"
         ? { webSocketFactory: this.capture.webSocketFactory }
         : { fetch: this.capture.fetchCapture }),
@@ -238,11 +243,12 @@ class Harness {
 
   // Resolves with the first rendered snapshot satisfying `predicate`, checked on every commit
   // and every 20 ms (a predicate may also look at the wire, which does not always re-render).
-  until(what, predicate) {
+  // `from`: only snapshots rendered from that index on count.
+  until(what, predicate, from = 0) {
     return new Promise((resolve, reject) => {
       const waiter = {
         check: () => {
-          const hit = this.snapshots.find((s) => predicate(s));
+          const hit = this.snapshots.find((s, i) => i >= from && predicate(s));
           if (!hit) return false;
           clearTimeout(waiter.timer);
           clearInterval(waiter.poll);
@@ -508,6 +514,47 @@ async function scenarioReconnect(transport) {
   }
 }
 
+// stop() while a run sleeps in node b: the hook cancels it (the classic cancel route) and
+// settles; the server keeps what node a wrote.
+async function scenarioStop(transport) {
+  const probe = new Harness(transport, { assistantId: "steps" });
+  try {
+    await probe.until("first render", () => true);
+    const submitted = probe.stream.submit({ tag: `stop-${transport}`, sleep: 5 });
+    await probe.until("node a's values", (s) => s.isLoading && (s.values?.trail ?? []).join() === "a");
+    const from = probe.snapshots.length;
+    await probe.stream.stop();
+    await submitted;
+    const stopped = await probe.until("stopped", (s) => !s.isLoading, from);
+    return {
+      thread_id: stopped.threadId,
+      run_ids: probe.createdRunIds,
+      stopped: { values: stopped.values, isLoading: stopped.isLoading, error: stopped.error },
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
+// A graph that raises: the hook reports the error and settles.
+async function scenarioFailure(transport) {
+  const probe = new Harness(transport, { assistantId: "failing" });
+  try {
+    await probe.until("first render", () => true);
+    const submitted = probe.stream.submit({ tag: `fail-${transport}` }).catch((error) => `rejected: ${error}`);
+    const failed = await probe.until("error shown", (s) => !s.isLoading && s.error != null);
+    return {
+      thread_id: failed.threadId,
+      submit: (await submitted) ?? null,
+      failed: { error: failed.error, isLoading: failed.isLoading },
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
 async function attempt(fn) {
   try {
     return await fn();
@@ -528,6 +575,8 @@ for (const transport of transports) {
       : { failure: "no chat thread to hydrate" },
     hydrate_interrupted: await attempt(() => scenarioHydrateInterrupted(transport)),
     reconnect: await attempt(() => scenarioReconnect(transport)),
+    stop: await attempt(() => scenarioStop(transport)),
+    failure: await attempt(() => scenarioFailure(transport)),
   };
   result.transports[transport] = out;
 }
