@@ -287,7 +287,14 @@ def test_reconnect_mid_run(checked: Checked, transport: str) -> None:
     wire = got["wire"]
     # every stream was cut once while node b slept, and the hook opened them again itself
     assert wire["cuts"] == (2 if transport == "sse" else 1), wire
-    _wire_ok(wire, transport=transport, connections=2)
+    assert wire["per_stream_in_order"] and wire["same_id_same_event"], wire
+    assert wire["events"] == wire["distinct_seqs"], wire
+    if transport == "sse":
+        # the content pump reopened (it brought b and c); the lifecycle watcher reopens after
+        # its own backoff, which on a loaded machine may come after the run ended
+        assert 3 <= wire["sse_streams"] <= 4 and wire["sockets"] == 0, wire
+    else:
+        assert (wire["sse_streams"], wire["sockets"]) == (0, 2), wire
     start = {"tag": f"js-{transport}", "sleep": 2}
     assert got["before_cut"] == {
         "values": {**start, "trail": ["a"], "messages": []},
@@ -343,3 +350,30 @@ def test_failing_graph_shows_its_error(checked: Checked, transport: str) -> None
     assert wire["values"] == [{"tag": f"fail-{transport}"}]
     runs = checked.get(f"/threads/{thread_id}/runs")
     assert [r["status"] for r in runs] == ["error"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_subgraph_card_shows_its_own_values(checked: Checked, transport: str) -> None:
+    got = checked.scenario(transport, "subgraph")
+    # the child subgraph's output (its whole state) is added to the parent's by the reducer
+    full = ["start", "parent", "start", "parent", "child"]
+    assert got["values"] == {"items": full, "messages": []}
+    # the hook discovered the subgraph node `child`, and the card mounted for it showed the
+    # child's own values through its namespace-scoped subscription
+    assert got["cards"] == ["child"]
+    assert got["card"] == {
+        "node": "child",
+        "depth": 1,
+        "status": "complete",
+        "values": {"items": ["start", "parent", "child"]},
+    }
+    wire = got["wire"]
+    assert wire["per_stream_in_order"] and wire["same_id_same_event"], wire
+    assert wire["values"] == [{"items": ["start"]}, {"items": ["start", "parent"]}, {"items": full}]
+    assert wire["root_lifecycle"] == ["running", "completed"]
+    if transport == "sse":
+        # content pump, lifecycle watcher, and the card's own stream
+        assert wire["sse_streams"] >= 3 and wire["sockets"] == 0, wire
+    else:
+        # the card's subscription rides the hook's one socket
+        assert wire["sse_streams"] == 0 and wire["sockets"] == 1, wire

@@ -11,10 +11,12 @@
 //
 // Scenarios, each over both transports: chat (submit, values, token-by-token messages, threadId
 // minted), interrupt (stream.interrupt, respond), hydrate_finished / hydrate_interrupted (a new
-// component on an existing thread), reconnect (streams cut mid-run), stop, failure.
+// component on an existing thread), reconnect (streams cut mid-run), stop, failure, subgraph (a
+// card per discovered subgraph, with useValues scoped to its namespace).
 // The graphs are the test suite's (tests/graphs/langgraph.json): `chat` echoes the last human
 // message token by token ("echo <text>"), `asker` interrupts with {"question": ...} and then
-// answers "<resume>!", `steps` runs a, b (sleeping `sleep` s), c, `failing` raises.
+// answers "<resume>!", `steps` runs a, b (sleeping `sleep` s), c, `failing` raises, `nested`
+// runs parent_step then the subgraph node `child`.
 import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
 
@@ -52,7 +54,7 @@ if (typeof globalThis.navigator === "undefined") {
 
 const React = await import("react");
 const { createRoot } = await import("react-dom/client");
-const { useStream } = await import("@langchain/react");
+const { useStream, useValues } = await import("@langchain/react");
 const h = React.createElement;
 
 const versions = Object.fromEntries(
@@ -190,6 +192,16 @@ function snapshotOf(stream) {
   };
 }
 
+// A card per discovered subgraph, showing its own values through the scoped selector hook
+// (a subscription of its own, filtered by namespace on the server).
+function SubgraphCard({ stream, subgraph, harness }) {
+  const values = useValues(stream, subgraph);
+  React.useEffect(() => {
+    harness.scoped.push({ node: subgraph.nodeName, depth: subgraph.namespace.length, status: subgraph.status, values: values ?? null });
+  });
+  return h("section", { className: "subgraph", "data-node": subgraph.nodeName }, JSON.stringify(values ?? null));
+}
+
 function Probe({ options, harness }) {
   const stream = useStream(options);
   harness.stream = stream;
@@ -197,6 +209,7 @@ function Probe({ options, harness }) {
   return h(
     "main",
     null,
+    [...stream.subgraphs.values()].map((sg) => h(SubgraphCard, { key: sg.id, stream, subgraph: sg, harness })),
     h("p", { id: "loading" }, stream.isLoading ? "loading" : "idle"),
     h("p", { id: "thread" }, stream.threadId ?? ""),
     h("p", { id: "interrupt" }, stream.interrupt ? JSON.stringify(stream.interrupt.value) : ""),
@@ -215,6 +228,8 @@ class Harness {
     this.waiters = [];
     this.threadIdCallbacks = [];
     this.createdRunIds = [];
+    this.scoped = [];
+
     this.options = {
       apiUrl: API_URL,
       assistantId: extra.assistantId,
@@ -555,6 +570,32 @@ async function scenarioFailure(transport) {
   }
 }
 
+// `nested` runs parent_step, then the subgraph node `child`: the hook discovers the subgraph
+// and a card mounted for it shows the child's own values.
+async function scenarioSubgraph(transport) {
+  const probe = new Harness(transport, { assistantId: "nested" });
+  try {
+    await probe.until("first render", () => true);
+    await probe.stream.submit({ items: ["start"] });
+    const done = await probe.until(
+      "nested run and the child's card",
+      (s) =>
+        !s.isLoading &&
+        (s.values?.items ?? []).at(-1) === "child" &&
+        probe.scoped.some((c) => c.status === "complete" && (c.values?.items ?? []).includes("child")),
+    );
+    const last = probe.scoped.at(-1);
+    return {
+      values: done.values,
+      cards: [...probe.container.querySelectorAll("section.subgraph")].map((el) => el.dataset.node),
+      card: last,
+      wire: wireSummary(probe.capture.wire),
+    };
+  } finally {
+    await probe.unmount();
+  }
+}
+
 async function attempt(fn) {
   try {
     return await fn();
@@ -577,6 +618,7 @@ for (const transport of transports) {
     reconnect: await attempt(() => scenarioReconnect(transport)),
     stop: await attempt(() => scenarioStop(transport)),
     failure: await attempt(() => scenarioFailure(transport)),
+    subgraph: await attempt(() => scenarioSubgraph(transport)),
   };
   result.transports[transport] = out;
 }
