@@ -582,7 +582,10 @@ async function scenarioSubgraph(transport) {
       (s) =>
         !s.isLoading &&
         (s.values?.items ?? []).at(-1) === "child" &&
-        probe.scoped.some((c) => c.status === "complete" && (c.values?.items ?? []).includes("child")),
+        // the card's latest render (its own subscription replays the child's values from the
+        // start, so an earlier render may show them part-way)
+        probe.scoped.at(-1)?.status === "complete" &&
+        (probe.scoped.at(-1)?.values?.items ?? []).at(-1) === "child",
     );
     const last = probe.scoped.at(-1);
     return {
