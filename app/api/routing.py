@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import email.message
 import functools
-from collections.abc import Sequence
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
-from starlette.types import Message, Receive
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import Message, Receive, Scope, Send
 
 
 def operation_id(route: APIRoute) -> str:
@@ -70,3 +76,87 @@ async def read_body(receive: Receive) -> bytes | None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+# --------------------------------------------------------------------------- served first
+
+Model = TypeVar("Model", bound=BaseModel)
+# serves a request (with its decoded body, None for a route without one)
+Serve = Callable[[Request, Any], Awaitable[Response]]
+
+
+def json_body(raw: bytes, content_type: str | None, model: type[Model]) -> Model | None:
+    """`raw` decoded and validated exactly as FastAPI does it for a single body model
+    (`json.loads`, then the model), or None to let FastAPI answer: no body, no or another
+    content type (its strict content-type check refuses those), malformed JSON, an
+    invalid body."""
+    if not raw or content_type is None or not is_json_content_type(content_type):
+        return None
+    try:
+        return model.model_validate(json.loads(raw))
+    except (ValueError, ValidationError):  # malformed JSON (JSONDecodeError), an invalid body
+        return None
+
+
+class ServedFirst(Route):
+    """A hot route served without FastAPI's generic request handler.
+
+    That handler solves the dependency graph (path and query parameters through pydantic
+    adapters, one by one), parses the content type through `email.message`, records
+    telemetry and endpoint context and opens two exit stacks on every request: about as much
+    CPU as the request's own query (bench/api_cpu_bench.py). This route, placed right before
+    the documented `APIRoute` of the same path and methods, serves the request itself with
+    `serve(request, body)`. A JSON body is decoded as FastAPI does (`json_body`); anything
+    else goes to the documented route, so those answers (422, 400, 415...) stay FastAPI's.
+    The `APIRoute` still describes the operation in openapi.json; this one is not in it.
+    Only for endpoints whose parameters are plain strings (they cannot fail validation).
+    """
+
+    def __init__(self, documented: Route, serve: Serve, body: type[BaseModel] | None) -> None:
+        super().__init__(
+            documented.path,
+            documented.endpoint,  # for introspection; requests are served by `handle`
+            methods=sorted(documented.methods or ()),
+            name=documented.name,
+            include_in_schema=False,
+        )
+        # exactly the documented methods (Starlette would add HEAD to a GET route)
+        self.methods = set(documented.methods or ())
+        self._documented = documented.app
+        self._serve = serve
+        self._body = body
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["route"] = self  # as an APIRoute: the route template of logs and metrics
+        return match, child
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            await super().handle(scope, receive, send)  # Starlette's 405
+            return
+        if self._body is None:
+            response = await self._serve(Request(scope, receive, send), None)
+            await response(scope, receive, send)
+            return
+        raw = await read_body(receive)
+        if raw is None:
+            return  # the client went away
+        replay = replaying(raw, receive)
+        body = json_body(raw, Request(scope).headers.get("content-type"), self._body)
+        if body is None:
+            await self._documented(scope, replay, send)
+            return
+        response = await self._serve(Request(scope, replay, send), body)
+        await response(scope, replay, send)
+
+
+def serve_first(
+    router: APIRouter, endpoint: Callable[..., Any], serve: Serve, body: type[BaseModel] | None
+) -> None:
+    """Put a `ServedFirst` for `endpoint`'s route right before it in `router`."""
+    documented = next(
+        r for r in router.routes if isinstance(r, APIRoute) and r.endpoint is endpoint
+    )
+    router.routes.insert(router.routes.index(documented), ServedFirst(documented, serve, body))

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import metrics, redaction
 from app.api.deps import AppStateDep, PrincipalDep, caller
-from app.api.routing import resource_router
+from app.api.routing import resource_router, serve_first
 from app.api.sse import (
     HEARTBEAT,
     KEEPALIVE_JSON,
@@ -202,6 +202,10 @@ async def create_thread_run(
     )
 
 
+async def _serve_create_thread_run(request: Request, payload: RunCreate) -> Response:
+    return await create_thread_run(request.path_params["thread_id"], payload, request)
+
+
 async def _stream_new_run(
     state: AppState,
     principal: Principal,
@@ -302,6 +306,17 @@ async def get_thread_run(
         tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
     )
     return JSONResponse(run.to_json())
+
+
+async def _serve_get_thread_run(request: Request, _body: None) -> Response:
+    state, principal = await caller(request)
+    path = request.path_params
+    return await get_thread_run(path["thread_id"], path["run_id"], state, principal)
+
+
+# the busiest run routes skip FastAPI's generic handler (app/api/routing.py: ServedFirst)
+serve_first(router, create_thread_run, _serve_create_thread_run, RunCreate)
+serve_first(router, get_thread_run, _serve_get_thread_run, None)
 
 
 @router.delete("/threads/{thread_id}/runs/{run_id}", status_code=204)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import Query, Request, Response
 from langgraph.store.base import Item, SearchItem
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.routing import Match, Route
-from starlette.types import Receive, Scope, Send
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.responses import json_response
-from app.api.routing import is_json_content_type, read_body, replaying, resource_router
+from app.api.routing import resource_router, serve_first
 from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
@@ -177,67 +174,9 @@ async def search_items(
     )
 
 
-class _SearchRoute(Route):
-    """POST /store/items/search served without FastAPI's generic request handler.
-
-    That handler solved the dependency graph, parsed the content type through
-    `email.message` and recorded telemetry on every search: about 150 Python calls, a tenth
-    of the request's CPU, which the pre-refactor tree's lean route skipped (store_search
-    throughput, bench/api_bench.py). A JSON body is decoded and validated exactly as FastAPI
-    does it (`json.loads`, then the `StoreSearch` model); anything else (no body, another
-    content type, malformed JSON, an invalid body) goes to the documented `APIRoute`, so
-    those answers stay FastAPI's. The `APIRoute` also still describes the route in
-    openapi.json; this one, placed before it, only serves it.
-    """
-
-    def __init__(self, documented: Route) -> None:
-        # the documented endpoint for introspection; POSTs are served by `handle` below
-        super().__init__(
-            documented.path, documented.endpoint, methods=["POST"], include_in_schema=False
-        )
-        self._documented = documented.app
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        match, child = super().matches(scope)
-        if match is not Match.NONE:
-            child["route"] = self  # as an APIRoute: the route template of logs and metrics
-        return match, child
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] != "POST":
-            await super().handle(scope, receive, send)  # Starlette's 405
-            return
-        raw = await read_body(receive)
-        if raw is None:
-            return  # the client went away
-        replay = replaying(raw, receive)
-        body = _search_body(raw, Request(scope).headers.get("content-type"))
-        if body is None:
-            await self._documented(scope, replay, send)
-            return
-        response = await search_items(Request(scope, replay), body)
-        await response(scope, replay, send)
-
-
-def _search_body(raw: bytes, content_type: str | None) -> StoreSearch | None:
-    """The body as FastAPI would decode and validate it, or None to let FastAPI answer."""
-    # no content type: FastAPI's strict content-type check decides (it refuses the body)
-    if not raw or content_type is None or not is_json_content_type(content_type):
-        return None
-    try:
-        return StoreSearch.model_validate(json.loads(raw))
-    except (ValueError, ValidationError):  # malformed JSON, an invalid body
-        return None
-
-
-def _serve_search_first() -> None:
-    documented = next(
-        r for r in router.routes if isinstance(r, Route) and r.path == "/store/items/search"
-    )
-    router.routes.insert(router.routes.index(documented), _SearchRoute(documented))
-
-
-_serve_search_first()
+# served without FastAPI's generic handler (app/api/routing.py: ServedFirst): about 150
+# Python calls, a tenth of a search's CPU (store_search throughput, bench/api_bench.py)
+serve_first(router, search_items, search_items, StoreSearch)
 
 
 @router.post(

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
-from app.api.routing import resource_router
+from app.api.routing import resource_router, serve_first
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
 from app.runs.threadlog.retention import trim_threads
@@ -112,6 +112,18 @@ async def get_thread(
         auth_filter=dict(principal.auth_filter) if principal.auth_filter else None,
     )
     return model_response(thread, exclude=None if include_ttl else {"ttl"})
+
+
+async def _serve_get_thread(request: Request, _body: None) -> Response:
+    # the documented parameters, read as FastAPI reads them (a plain str each: never a 422)
+    return await get_thread(
+        request, request.path_params["thread_id"], request.query_params.get("include")
+    )
+
+
+# the two busiest thread routes skip FastAPI's generic handler (app/api/routing.py)
+serve_first(router, create_thread, create_thread, ThreadCreate)
+serve_first(router, get_thread, _serve_get_thread, None)
 
 
 @router.patch("/threads/{thread_id}", operation_id="patch_thread", response_model=Thread)

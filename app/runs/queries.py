@@ -246,9 +246,22 @@ def lock_thread(tenant_id: str, thread_id: str) -> Select[Any]:
 # --------------------------------------------------------------------------- read
 
 
-def run_row(tenant_id: str, run_id: str, thread_id: str | None = None) -> Select[Any]:
-    stmt = select(runs).where(runs.c.run_id == run_id, runs.c.tenant_id == tenant_id)
-    return stmt if thread_id is None else stmt.where(runs.c.thread_id == thread_id)
+# Built once, values bound: a statement built per call (literal values) costs its
+# construction and a fresh cache key on every run read, about half its CPU.
+RUN_ROW = select(runs).where(
+    runs.c.run_id == bindparam("run_id"), runs.c.tenant_id == bindparam("tenant_id")
+)
+RUN_ROW_IN_THREAD = RUN_ROW.where(runs.c.thread_id == bindparam("thread_id"))
+
+
+def run_row(
+    tenant_id: str, run_id: str, thread_id: str | None = None
+) -> tuple[Select[Any], dict[str, str]]:
+    """The run row statement (in `thread_id` when given) and its parameters."""
+    params = {"tenant_id": tenant_id, "run_id": run_id}
+    if thread_id is None:
+        return RUN_ROW, params
+    return RUN_ROW_IN_THREAD, {**params, "thread_id": thread_id}
 
 
 def thread_exists(tenant_id: str, thread_id: str) -> Select[Any]:

@@ -337,7 +337,7 @@ class RunService:
         if thread_id is not None:
             thread_id = parse_uuid(thread_id, what="thread_id")
         async with read(self.engine) as conn:
-            row = (await conn.execute(queries.run_row(tenant_id, run_id, thread_id))).first()
+            row = (await conn.execute(*queries.run_row(tenant_id, run_id, thread_id))).first()
         if row is None:
             raise NotFound(f"Run '{run_id}' not found")
         return Run.from_row(row)
@@ -435,7 +435,7 @@ class RunService:
         thread_id = parse_uuid(thread_id, what="thread_id")
         run_id = parse_uuid(run_id, what="run_id")
         async with transaction(self.engine) as conn:
-            row = (await conn.execute(queries.run_row(tenant_id, run_id, thread_id))).first()
+            row = (await conn.execute(*queries.run_row(tenant_id, run_id, thread_id))).first()
             if row is None:
                 raise NotFound(f"Run '{run_id}' not found")
             if RunStatus(row.status).is_active:

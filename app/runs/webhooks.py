@@ -152,7 +152,7 @@ async def send_run_webhook(
     if not policy.enabled:
         return None
     async with read(engine) as conn:
-        row = (await conn.execute(queries.run_row(tenant_id, run_id))).first()
+        row = (await conn.execute(*queries.run_row(tenant_id, run_id))).first()
         if row is None:  # a rolled-back run is gone: nothing to report
             return None
         values = (await conn.execute(queries.thread_values(tenant_id, row.thread_id))).scalar()

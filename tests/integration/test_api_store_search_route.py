@@ -1,7 +1,8 @@
 """POST /store/items/search is served by a plain Starlette route placed before its documented
-APIRoute (app/api/store.py). Every answer must be the one FastAPI's own handler gives: the same
-requests go to the app with and without the fast route, and status, body and content type
-must match; the route template still labels the request in the HTTP metrics."""
+APIRoute (app/api/routing.py: ServedFirst). Every answer must be the one FastAPI's own
+handler gives: the same requests go to the app with and without the fast route, and status,
+body and content type must match; the route template still labels the request in the HTTP
+metrics."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 
 from app import metrics
-from app.api.store import _SearchRoute
+from app.api.routing import ServedFirst
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import truncate_all
@@ -65,7 +66,7 @@ async def test_fast_route_answers_as_fastapi(app: FastAPI) -> None:
             item = {"namespace": ["s", f"n{i % 2}"], "key": f"k{i}", "value": {"n": i}}
             assert (await client.put("/store/items", json=item)).status_code == 204
     routes = app.router.routes
-    (fast,) = [r for r in routes if isinstance(r, _SearchRoute)]
+    (fast,) = [r for r in routes if isinstance(r, ServedFirst) and r.path == "/store/items/search"]
     served = await _answers(app)
     position = routes.index(fast)
     routes.remove(fast)  # FastAPI's own handler (the documented APIRoute) answers alone

@@ -1,0 +1,132 @@
+"""The busiest thread and run routes are served by plain Starlette routes placed before their
+documented APIRoutes (app/api/routing.py: ServedFirst). Every answer must be the one FastAPI's
+own handler gives: the same requests go to the app with and without those routes, and status,
+content type and body (ids and times aside) must match; HEAD and other methods answer as
+before, and the route template still labels the request in the HTTP metrics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from app import metrics
+from app.api.routing import ServedFirst
+from app.config import Settings
+from app.main import create_app
+from tests.conftest import truncate_all
+
+SERVED = {
+    ("POST", "/threads"),
+    ("GET", "/threads/{thread_id}"),
+    ("POST", "/threads/{thread_id}/runs"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}"),
+}
+JSON = {"content-type": "application/json"}
+VOLATILE = {"thread_id", "run_id", "created_at", "updated_at", "state_updated_at", "expires_at"}
+
+
+@pytest.fixture
+async def app(db_url: str) -> AsyncIterator[FastAPI]:
+    app = create_app(Settings(database_url=db_url, workers=0))
+    async with app.router.lifespan_context(app):
+        try:
+            yield app
+        finally:
+            await truncate_all(app.state.graphkeep.engine)
+
+
+def _stable(value: Any) -> Any:
+    """`value` with generated ids and times masked (they differ between two creates)."""
+    if isinstance(value, dict):
+        return {k: "*" if k in VOLATILE else _stable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+async def _answers(app: FastAPI, thread_id: str, run_id: str) -> list[tuple[Any, ...]]:
+    run = {"assistant_id": "agent", "input": {"messages": []}}
+    requests: list[tuple[str, str, bytes | None, dict[str, str]]] = [
+        ("POST", "/threads", b"{}", JSON),
+        ("POST", "/threads", b'{"metadata": {"a": 1}, "ttl": {"ttl": 5}}', JSON),
+        ("POST", "/threads", b'{"metadata": "x"}', JSON),  # invalid: 422
+        ("POST", "/threads", b"{}", {}),  # no content type
+        ("POST", "/threads", b"{}", {"content-type": "text/plain"}),
+        ("POST", "/threads", b'{"metadata": ', JSON),  # malformed
+        ("POST", "/threads", b"", JSON),  # no body
+        ("POST", "/threads", b"null", JSON),
+        ("POST", "/threads", f'{{"thread_id": "{thread_id}"}}'.encode(), JSON),  # 409
+        (
+            "POST",
+            "/threads",
+            f'{{"thread_id": "{thread_id}", "if_exists": "do_nothing"}}'.encode(),
+            JSON,
+        ),
+        ("GET", f"/threads/{thread_id}", None, {}),
+        ("GET", f"/threads/{thread_id}?include=ttl", None, {}),
+        ("GET", f"/threads/{thread_id}?include=x&include=ttl", None, {}),
+        ("GET", "/threads/not-a-uuid", None, {}),
+        ("GET", "/threads/00000000-0000-0000-0000-000000000000", None, {}),
+        ("HEAD", f"/threads/{thread_id}", None, {}),
+        ("PUT", f"/threads/{thread_id}", b"{}", JSON),  # 405
+        ("GET", f"/threads/{thread_id}/runs/{run_id}", None, {}),
+        ("GET", f"/threads/{thread_id}/runs/00000000-0000-0000-0000-000000000000", None, {}),
+        ("GET", f"/threads/{thread_id}/runs/nope", None, {}),
+        ("POST", f"/threads/{thread_id}/runs", b'{"input": {}}', JSON),  # no assistant: 422
+        ("POST", f"/threads/{thread_id}/runs", b'{"assistant_id": "nope"}', JSON),  # 404
+        ("POST", "/threads/00000000-0000-0000-0000-000000000000/runs", b"{}", {}),
+    ]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gk") as client:
+        # a run on a fresh thread each time (a second one would meet the pending first)
+        fresh = (await client.post("/threads", json={})).json()["thread_id"]
+        r = await client.post(f"/threads/{fresh}/runs", json=run)
+        out: list[tuple[Any, ...]] = [
+            (r.status_code, r.headers.get("content-type"), _stable(r.json()))
+        ]
+        for method, url, body, headers in requests:
+            r = await client.request(method, url, content=body, headers=headers)
+            payload = r.json() if r.content else None
+            out.append(
+                (method, url, r.status_code, r.headers.get("content-type"), _stable(payload))
+            )
+        return out
+
+
+async def test_served_routes_answer_as_fastapi(app: FastAPI) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gk") as client:
+        thread_id = (await client.post("/threads", json={})).json()["thread_id"]
+        run = {"assistant_id": "agent", "input": {"messages": []}}
+        r = await client.post(f"/threads/{thread_id}/runs", json=run)
+        assert r.status_code == 200, r.text
+        run_id = r.json()["run_id"]
+    routes = app.router.routes
+    fast = [r for r in routes if isinstance(r, ServedFirst) and r.path != "/store/items/search"]
+    assert {(m, r.path) for r in fast for m in r.methods or ()} == SERVED
+    served = await _answers(app, thread_id, run_id)
+    positions = [(routes.index(r), r) for r in fast]
+    for _, route in positions:
+        routes.remove(route)  # FastAPI's own handlers (the documented APIRoutes) answer alone
+    try:
+        expected = await _answers(app, thread_id, run_id)
+    finally:
+        for position, route in positions:
+            routes.insert(position, route)
+    assert served == expected
+    statuses = {answer[2] for answer in served[1:]}
+    assert {200, 404, 405, 409, 422} <= statuses  # the served and the handed-over paths
+
+
+async def test_served_routes_keep_route_templates(app: FastAPI) -> None:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gk") as client:
+        thread_id = (await client.post("/threads", json={})).json()["thread_id"]
+        assert (await client.get(f"/threads/{thread_id}")).status_code == 200
+        exposed = metrics.render().decode()
+        assert 'route="/threads/{thread_id}"' in exposed
+        assert 'route="/threads"' in exposed
