@@ -92,8 +92,8 @@ async def test_other_writers_events_are_read_from_the_database(engine: AsyncEngi
     assert log.reads > 1  # the other writer's events came from the database
 
 
-def _ev(seq: int) -> LogEvent:
-    return LogEvent(seq, str(seq), "values", "[]", "{}", 0)
+def _ev(seq: int, data: str = "{}") -> LogEvent:
+    return LogEvent(seq, str(seq), "values", "[]", data, 0)
 
 
 def test_tail_vouches_only_for_consecutive_events_reaching_the_cursor() -> None:
@@ -111,3 +111,20 @@ def test_tail_vouches_only_for_consecutive_events_reaching_the_cursor() -> None:
     assert tail.gen == gen + 1  # followers read the database
     assert [e.seq for e in tail.after(2) or []] == [3, 4]
     assert tail.after(7) == []
+
+
+def test_tail_lets_go_of_its_oldest_but_never_of_the_newest() -> None:
+    tail = Tail()
+    big = '"' + "x" * (3 << 20) + '"'  # a 3 MB state: two of them exceed what a tail keeps
+    tail.add([_ev(1, big)])
+    tail.add([_ev(2, big)])
+    assert [e.seq for e in tail.events] == [2]
+    assert tail.after(0) is None  # seq 1 is no longer held: read the database
+    assert [e.seq for e in tail.after(1) or []] == [2]
+    tail.add([_ev(3, big + big)])  # larger than the cap alone: still held, as the newest
+    assert [e.seq for e in tail.events] == [3]
+    assert tail.after(1) is None
+    assert tail.size == len(big) * 2
+    tail.add([_ev(n) for n in range(4, 5000)])
+    assert len(tail.events) == 4096 and tail.events[-1].seq == 4999
+    assert tail.after(3) is None

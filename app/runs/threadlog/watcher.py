@@ -43,7 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CHUNK = 500  # thread ids per statement (bound parameters stay far below every limit)
-_TAIL = 4096  # events a tail keeps (a follower further behind reads the database)
+# what a tail keeps at most (a follower further behind reads the database): events, and
+# bytes of their data (a `values` event carries the whole state)
+_TAIL = 4096
+_TAIL_BYTES = 4 << 20
 _Key = tuple[str, str]  # (tenant_id, thread_id)
 
 
@@ -51,11 +54,12 @@ class Tail:
     """The events last appended here to one thread: consecutive seqs, committed, in order.
     `gen` moves on every wake-up that may stand for events not in it."""
 
-    __slots__ = ("events", "gen")
+    __slots__ = ("events", "gen", "size")
 
     def __init__(self) -> None:
         self.events: list[LogEvent] = []
         self.gen = 0
+        self.size = 0  # characters of the held events' data
 
     def add(self, events: list[LogEvent]) -> None:
         held = self.events
@@ -64,9 +68,18 @@ class Tail:
             # rolled-back run's seqs taken again): start over, and let followers read
             self.gen += 1
             held.clear()
+            self.size = 0
         held.extend(events)
-        if len(held) > _TAIL:
-            del held[: len(held) - _TAIL]
+        size = self.size + sum(len(e.data) for e in events)
+        # the oldest go first; the newest always stays, so the tail is never empty after an
+        # append (an empty tail says "nothing new", a tail above the cursor says "read")
+        drop = 0
+        while drop < len(held) - 1 and (len(held) - drop > _TAIL or size > _TAIL_BYTES):
+            size -= len(held[drop].data)
+            drop += 1
+        if drop:
+            del held[:drop]
+        self.size = size
 
     def after(self, cursor: int) -> list[LogEvent] | None:
         """The events after `cursor`, or None when the tail does not reach back to it."""
