@@ -162,6 +162,8 @@ class EventHub:
         """Wake every waiter once (a reconnect may have missed announcements; shutdown)."""
         self.queue_wakeup.set()
         self.runs.wake_all()
+        if self._log_watcher is not None:
+            self._log_watcher.changed_all()
         self.threads.wake_all()
 
     def _on_notice(self, notice: Notice) -> None:
@@ -177,7 +179,7 @@ class EventHub:
         elif notice.kind is Kind.EVENTS:
             self.runs.wake(notice.run_id)
             if notice.thread_id:
-                self.threads.wake(notice.thread_id)
+                self.wake_thread(notice.thread_id)
         elif notice.kind is Kind.CANCEL:
             self.cancels.deliver(notice.run_id)
         elif notice.kind is Kind.WATCH and notice.run_id:
@@ -196,8 +198,21 @@ class EventHub:
         return self.threads.signal(thread_id)
 
     def wake_thread(self, thread_id: str) -> None:
-        """Wake local readers of the thread stream (a run started or ended, a state update)."""
+        """Wake local readers of the thread stream (a run started or ended, a state update,
+        another process's or the settle's events): thread-log followers read the database."""
+        if self._log_watcher is not None:
+            self._log_watcher.changed(thread_id)
         self.threads.wake(thread_id)
+
+    def wake_thread_appended(self, thread_id: str) -> None:
+        """Wake them for events this process just appended and handed to the log watcher's
+        tail (app/runs/threadlog/watcher.py): followers take those from memory."""
+        self.threads.wake(thread_id)
+
+    @property
+    def started_log_watcher(self) -> LogWatcher | None:
+        """The log watcher if a follower made it (appends hand it their events)."""
+        return self._log_watcher
 
     async def notify(
         self, conn: AsyncConnection, kind: Kind | str, run_id: str = "", *, thread_id: str = ""

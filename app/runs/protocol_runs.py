@@ -191,20 +191,29 @@ class ThreadStreamRuns:
             await classic()
             return
         running_data = {"event": "running", "graph_name": run.graph_id}
-        first_attempt_log = not await self._logged_before(run)
         if not is_protocol_run(run.kwargs):
-            if first_attempt_log:
+            if not await self._logged_before(run):
                 await self._root(run, running_data, settled=False)
             await classic()
             return
-        normaliser = ProtocolNormaliser(run.graph_id)
+        # The writer exists before anything that can fail (the log check, has_progress, the
+        # kwargs, the normaliser), and `running` is queued in it on every way out of the
+        # check, so a run that fails before its graph starts still logs `running` ahead of
+        # the `failed` its settle logs. Not awaited: the append overlaps the graph's
+        # preparation; the writer keeps the order.
         writer = _BatchWriter(self.log, run, FencingToken(run.run_id, run.attempt))
-        if first_attempt_log:
-            # queued before anything that can fail (has_progress, the kwargs), so a run that
-            # fails before its graph starts still logs `running` ahead of its `failed`; not
-            # awaited: its append overlaps the graph's preparation, the writer keeps the order
-            writer.put([("lifecycle", [], running_data)])
+        normaliser: ProtocolNormaliser | None = None
         try:
+            try:
+                logged = await self._logged_before(run)
+            except BaseException:
+                # unknown whether an earlier attempt logged it: a repeated `running` is
+                # harmless, a terminal without one is not (the run fails on this error)
+                writer.put([("lifecycle", [], running_data)])
+                raise
+            if not logged:
+                writer.put([("lifecycle", [], running_data)])
+            normaliser = ProtocolNormaliser(run.graph_id)
             config, graph_in, context = await self._prepare(run, has_progress)
             kwargs = run.kwargs
             async with (
@@ -248,7 +257,7 @@ class ThreadStreamRuns:
                     writer.put(held)
         finally:
             await writer.close()
-            if normaliser.root_interrupted:
+            if normaliser is not None and normaliser.root_interrupted:
                 self._root_interrupted.add(run.run_id)
 
     def settle_terminal(

@@ -1,6 +1,7 @@
 """`ThreadStreamRuns.drive` logs a protocol run's root `running` before anything that can fail:
-a run whose preparation fails (its kwargs, the progress check of a retried attempt) before
-the graph starts still reads `running` then `failed` on the thread log, on both dialects."""
+a run whose preparation fails (its kwargs, the progress check of a retried attempt, the check
+whether an earlier attempt logged it) before the graph starts still reads `running` then
+`failed` on the thread log, on both dialects."""
 
 from __future__ import annotations
 
@@ -60,7 +61,15 @@ async def _nothing() -> None:
     return None
 
 
-@pytest.mark.parametrize("failure", ["kwargs", "has_progress"])
+class _FailingLogCheck(ThreadStreamRuns):
+    """A retried attempt whose read of the log (did an earlier attempt log `running`?)
+    fails: the database refused the read."""
+
+    async def _logged_before(self, run: ClaimedRun) -> bool:
+        raise RuntimeError("the log read failed")
+
+
+@pytest.mark.parametrize("failure", ["kwargs", "has_progress", "log_check"])
 async def test_failure_before_the_graph_logs_running_first(
     engine: AsyncEngine, failure: str
 ) -> None:
@@ -76,7 +85,7 @@ async def test_failure_before_the_graph_logs_running_first(
             raise RuntimeError("the checkpoint read failed")
         return False
 
-    runner = ThreadStreamRuns(
+    runner = (_FailingLogCheck if failure == "log_check" else ThreadStreamRuns)(
         engine=engine,
         hub=EventHub(engine, retention_seconds=60),
         graphs=_NoGraphs(),

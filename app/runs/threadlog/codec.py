@@ -19,6 +19,16 @@ def encode_payload(data: Any) -> str:
     return seal_text(dumps(data))
 
 
+def plain_payload(data: Any) -> str:
+    """A channel's `data` as delivered (what `decode_payload` gives back once stored)."""
+    return dumps(data)
+
+
+def seal_payload(plain: str) -> str:
+    """`plain_payload`'s text as stored (`encode_payload` in two steps)."""
+    return seal_text(plain)
+
+
 def decode_payload(stored: str) -> str:
     """The stored payload back as compact JSON text (sent as is, never re-parsed)."""
     return open_text(stored)

@@ -25,8 +25,8 @@ from app.runs import notify
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken
 from app.runs.threadlog import queries
-from app.runs.threadlog.codec import decode_payload, encode_payload
-from app.runs.threadlog.watcher import Watch
+from app.runs.threadlog.codec import decode_payload, plain_payload, seal_payload
+from app.runs.threadlog.watcher import Tail, Watch
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +124,9 @@ class LogEvent:
 
 
 def _rows(events: Sequence[tuple[str, Sequence[str], Any]]) -> list[tuple[str, str, str]]:
+    """`(method, namespace JSON, data JSON)` as delivered (sealed only for storage)."""
     return [
-        (method, json.dumps(list(ns), separators=(",", ":")), encode_payload(data))
+        (method, json.dumps(list(ns), separators=(",", ":")), plain_payload(data))
         for method, ns, data in events
     ]
 
@@ -181,13 +182,15 @@ class ThreadLog:
         if not events:
             return
         dialect = self.engine.dialect.name
+        rows = _rows(events)
+        now = utcnow()
         params = queries.append_params(
             dialect,
             tenant_id=tenant_id,
             thread_id=thread_id,
             token=token,
-            rows=_rows(events),
-            now=utcnow(),
+            rows=[(method, ns, seal_payload(data)) for method, ns, data in rows],
+            now=now,
         )
         announce = self.hub.cross_process and not self.hub.alone  # PostgreSQL with peers
         if announce:
@@ -196,19 +199,39 @@ class ThreadLog:
                 notify.Kind.EVENTS, token.run_id, origin=self.hub.origin, thread_id=thread_id
             )
 
+        last = 0
+
         async def write() -> None:
+            nonlocal last
             async with transaction(self.engine, one_statement=True) as conn:
                 if announce:
                     query = queries.append_announced(settled=settled)
-                    written = (await conn.execute(query, params)).scalar_one()
+                    row = (await conn.execute(query, params)).one()
+                    written, top = row.written, row.last
                 else:
                     statement = queries.append_events(dialect, settled=settled)
-                    written = (await conn.execute(statement, params)).rowcount
+                    seqs = (await conn.execute(statement, params)).scalars().all()
+                    written, top = len(seqs), max(seqs, default=0)
                 if not written:
                     raise AttemptSuperseded(token, "thread log append")
+                last = int(top)
 
         await _retrying_seq(write)
-        self.hub.wake_thread(thread_id)
+        # committed: this process's followers of the thread take the events from memory
+        # (seqs `last - n + 1 .. last`, as the statement numbered them; ids are the seqs)
+        watcher = self.hub.started_log_watcher
+        if watcher is not None:
+            stamp = int((now - _EPOCH).total_seconds() * 1000)
+            first = last - len(rows) + 1
+            watcher.appended(
+                tenant_id,
+                thread_id,
+                [
+                    LogEvent(first + i, str(first + i), method, ns, data, stamp)
+                    for i, (method, ns, data) in enumerate(rows)
+                ],
+            )
+        self.hub.wake_thread_appended(thread_id)
 
     async def check_cursor(self, *, tenant_id: str, thread_id: str, since: int | None) -> None:
         """ResumeGap when events after `since` were trimmed (one indexed row read)."""
@@ -246,28 +269,38 @@ class ThreadLog:
         watcher = self.hub.log_watcher(backstop)
         watch = watcher.watch(tenant_id, thread_id, since)
         try:
-            async for batch in self._follow(tenant_id, thread_id, watch, heartbeat):
+            tail = watcher.tail(tenant_id, thread_id)
+            async for batch in self._follow(tenant_id, thread_id, watch, tail, heartbeat):
                 yield batch
         finally:
             watcher.unwatch(tenant_id, thread_id, watch)
 
     async def _follow(
-        self, tenant_id: str, thread_id: str, watch: Watch, heartbeat: float
+        self, tenant_id: str, thread_id: str, watch: Watch, tail: Tail, heartbeat: float
     ) -> AsyncIterator[list[LogEvent]]:
         cursor = watch.cursor
         loop = asyncio.get_running_loop()
         next_beat = loop.time() + heartbeat
         read = True
+        # This process's appends come from the watcher's tail (app/runs/threadlog/watcher.py)
+        # while the tail vouches for them: the database was read up to its end (an empty
+        # read) since the tail's generation `seen`, and the tail reaches back to the cursor.
+        seen = -1
         while not self.hub.closing.is_set():
             signal = self.hub.thread_signal(thread_id)  # before reading: no lost wake-up
             if read:
-                try:
-                    batch = await self.read_after(
-                        tenant_id=tenant_id, thread_id=thread_id, since=cursor
-                    )
-                except (SQLAlchemyError, OSError, TimeoutError) as exc:
-                    log.warning("thread log read failed: %s", type(exc).__name__)
-                    raise LogReadFailed(cursor) from exc
+                gen = tail.gen  # before reading: a change during the read is seen next time
+                batch = tail.after(cursor) if gen == seen else None
+                if batch is None:
+                    try:
+                        batch = await self.read_after(
+                            tenant_id=tenant_id, thread_id=thread_id, since=cursor
+                        )
+                    except (SQLAlchemyError, OSError, TimeoutError) as exc:
+                        log.warning("thread log read failed: %s", type(exc).__name__)
+                        raise LogReadFailed(cursor) from exc
+                    # only a read that found nothing more lets the tail vouch from here on
+                    seen = -1 if batch else gen
                 if batch and batch[0].method == queries.TRIMMED:  # only ever the oldest row
                     gap = gap_after(cursor, batch[0])
                     if gap is not None:

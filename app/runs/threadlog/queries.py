@@ -125,7 +125,8 @@ def append_events(dialect: str, *, settled: bool = False) -> Insert:
         rows.c.data,
         bindparam(A_NOW, type_=TE.c.created_at.type),
     ).where(fence)
-    return insert(TE).from_select(list(_COLUMNS), source)
+    # the seqs written: the appender hands the committed events to this process's followers
+    return insert(TE).from_select(list(_COLUMNS), source).returning(TE.c.seq)
 
 
 def append_params(
@@ -297,12 +298,13 @@ def threads_with_events_before(
 def append_announced(*, settled: bool = False) -> Select[Any]:
     """PostgreSQL: `append_events` and the NOTIFY of `:a_payload` on `:a_channel` when it
     wrote, in ONE statement (autocommitted: no BEGIN / COMMIT round trips); `written` is its
-    row count."""
-    written = append_events("postgresql", settled=settled).returning(TE.c.seq).cte("written")
+    row count, `last` the last seq written."""
+    written = append_events("postgresql", settled=settled).cte("written")
     announce = select(
         func.pg_notify(bindparam(A_CHANNEL, type_=Text), bindparam(A_PAYLOAD, type_=Text))
     )
     return select(
         select(func.count()).select_from(written).scalar_subquery().label("written"),
+        select(func.max(written.c.seq)).scalar_subquery().label("last"),
         cast(announce.where(exists(select(written.c.seq))).scalar_subquery(), Text).label("e"),
     )
