@@ -5,6 +5,7 @@ log; the SSE frames of the pages are the frames of the events one by one."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,6 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.api.sse import format_event, format_events
+from app.db import sealed
+from app.db.sealed import DecryptionFailed, Keyring
 from app.db.tables import thread_events
 from app.runs.events import EventHub
 from app.runs.fencing import FencingToken
@@ -96,3 +99,39 @@ async def test_replay_across_pages(engine: AsyncEngine, monkeypatch: pytest.Monk
         format_events((ev.method, ev.envelope(), str(ev.seq)) for ev in page) for page in pages
     )
     assert framed == b"".join(format_event(ev.method, ev.envelope(), str(ev.seq)) for ev in events)
+
+
+async def test_sealed_payloads_replay_as_written(engine: AsyncEngine) -> None:
+    """With an at-rest key the log stores sealed payloads; a replay opens each one (the
+    fast plaintext test must not pass a sealed row through), plaintext written before the
+    key still reads, and without the key a sealed row fails loudly, never as its envelope."""
+    thread_id, run_id = await seed_thread_run(engine)
+    log = ThreadLog(engine, EventHub(engine, retention_seconds=60))
+    token = FencingToken(run_id, 1)
+    plain = [("values", [], {"before": "the key"})]
+    secret = [("messages", ["sub:1"], {"i": i, "text": f"secret {i} é"}) for i in range(5)]
+    await log.append(tenant_id="t1", thread_id=thread_id, token=token, events=plain)
+    sealed.install(Keyring.from_keys("k" * 32))
+    try:
+        await log.append(tenant_id="t1", thread_id=thread_id, token=token, events=secret)
+        async with engine.connect() as conn:
+            stored = (
+                await conn.execute(
+                    select(thread_events.c.data)
+                    .where(thread_events.c.thread_id == thread_id)
+                    .order_by(thread_events.c.seq)
+                )
+            ).scalars()
+            stored_data = list(stored)
+        assert not sealed.is_sealed_text(stored_data[0])
+        assert all(sealed.is_sealed_text(d) and "secret" not in d for d in stored_data[1:])
+        pages = await _replay(log, thread_id, 0, 6)
+        events = [ev for page in pages for ev in page]
+        assert [json.loads(ev.data) for ev in events] == [d for _, _, d in plain + secret]
+        assert [json.loads(ev.envelope())["params"]["data"] for ev in events] == [
+            d for _, _, d in plain + secret
+        ]
+    finally:
+        sealed.install(Keyring())
+    with pytest.raises(DecryptionFailed):
+        await log.read_after(tenant_id="t1", thread_id=thread_id, since=0)

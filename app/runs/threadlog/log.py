@@ -12,9 +12,8 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -76,6 +75,8 @@ def gap_after(since: int, event: LogEvent) -> ResumeGap | None:
 
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:|")
+_QUOTED: dict[str, str] = {}  # methods as JSON strings (a handful of channel names)
+_QUOTED_MAX = 256
 
 
 def _json_str(value: str) -> str:
@@ -87,8 +88,22 @@ def _json_str(value: str) -> str:
     return json.dumps(value)
 
 
-@dataclass(frozen=True, slots=True)
-class LogEvent:
+def _quoted_method(method: str) -> str:
+    """`_json_str(method)`, remembered: a log holds a few distinct methods, so a replay
+    quotes each once instead of once per event (bounded, whatever the log holds)."""
+    quoted = _QUOTED.get(method)
+    if quoted is None:
+        quoted = _json_str(method)
+        if len(_QUOTED) < _QUOTED_MAX:
+            _QUOTED[method] = quoted
+    return quoted
+
+
+class LogEvent(NamedTuple):
+    """One event as read from the log. A named tuple, not a frozen dataclass: a replay
+    makes one per row, and a frozen dataclass's `__init__` (one `object.__setattr__` per
+    field) cost more than the rest of turning a row into an event."""
+
     seq: int
     event_id: str
     method: str
@@ -104,11 +119,14 @@ class LogEvent:
     def envelope(self) -> str:
         """The protocol's event envelope as compact JSON. Every part is JSON already (ids
         and methods are written by this module), so it is spliced, never re-encoded: replay
-        of a long log is mostly this line."""
+        of a long log is mostly this line. An event id is the seq's digits (the append
+        writes it so), quoted as is; anything else goes through `_json_str`."""
+        seq, event_id, method, namespace_json, data, timestamp = self
+        quoted_id = f'"{event_id}"' if event_id.isdigit() and event_id.isascii() else None
         return (
-            f'{{"type":"event","event_id":{_json_str(self.event_id)},"seq":{self.seq},'
-            f'"method":{_json_str(self.method)},"params":{{"namespace":{self.namespace_json},'
-            f'"timestamp":{self.timestamp},"data":{self.data}}}}}'
+            f'{{"type":"event","event_id":{quoted_id or _json_str(event_id)},"seq":{seq},'
+            f'"method":{_quoted_method(method)},"params":{{"namespace":{namespace_json},'
+            f'"timestamp":{timestamp},"data":{data}}}}}'
         )
 
     def data_name(self) -> str | None:
@@ -144,20 +162,23 @@ async def _retrying_seq(write: Callable[[], Awaitable[None]]) -> None:
             await asyncio.sleep(0.002 * (retry + 1))
 
 
-def _events(rows: Sequence[tuple[Any, str, str, str, str, datetime | str]]) -> list[LogEvent]:
-    """Stored rows as events. A replay turns thousands of rows into frames, so this is kept
-    lean: rows are unpacked as tuples (not read by name), and the timestamp is computed once
-    per distinct raw `created_at` (an append batch shares one; see queries.read_after)."""
+def _events(rows: Sequence[Sequence[Any]]) -> list[LogEvent]:
+    """Stored rows `(seq, event_id, method, namespace, data, created_at)` as events. A
+    replay turns thousands of rows into frames, so this is kept lean: rows are unpacked as
+    tuples (not read by name), each event is built by `tuple.__new__` (no per-field
+    `__init__`), and the timestamp is computed once per distinct raw `created_at` (an
+    append batch shares one; see queries.read_after)."""
     stamps: dict[datetime | str, int] = {}
     out: list[LogEvent] = []
     append = out.append
-    make = LogEvent
+    new = tuple.__new__
+    decode = decode_payload
     for seq, event_id, method, namespace, data, created_at in rows:
         stamp = stamps.get(created_at)
         if stamp is None:
             moment = utc_from_raw(created_at)
             stamp = stamps[created_at] = int((moment - _EPOCH).total_seconds() * 1000)
-        append(make(int(seq), event_id, method, namespace, decode_payload(data), stamp))
+        append(new(LogEvent, (seq, event_id, method, namespace, decode(data), stamp)))
     return out
 
 
@@ -251,7 +272,7 @@ class ThreadLog:
                     tenant_id=tenant_id, thread_id=thread_id, since=since, limit=_READ_BATCH
                 )
             )
-            rows = result.tuples().all()
+            rows = result.all()
         return _events(rows)
 
     async def follow(
