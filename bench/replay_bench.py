@@ -11,8 +11,9 @@ side by side with its baseline:
 2. a graphkeep server of this tree and one of `--base` (e.g. `git archive main`) on it;
 3. a real run of the chat graph (`--seed-words` words) gives a real log; its `messages` rows
    are repeated (fresh seqs) into a second thread until it holds `--events` events;
-4. rounds alternate the servers' order; each replays that thread (`messages` + `lifecycle`,
-   as the bench) and parses every frame as a client does (aiter_lines, json.loads).
+4. rounds alternate the servers' order; each replays that thread (`messages` + `lifecycle`)
+   with thread_stream_bench's replay client: lines split as they come, lifecycle frames
+   parsed on the clock to see the root `completed`, the rest parsed after it stops.
 
 Both sides must deliver the same seqs. Reports medians and the ratio this / base.
 
@@ -41,7 +42,8 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from app.db.tables import thread_events
 from bench.benchkit import CHAT_GRAPH, ROOT, clean_env, free_port, pg_database, process, wait_ready
-from bench.thread_stream_bench import root_completed, run_start, subscribe, until_completed
+from bench.thread_stream_bench import replay as stream_replay
+from bench.thread_stream_bench import run_start, subscribe, until_completed
 
 CHANNELS = ["messages", "lifecycle"]
 
@@ -113,19 +115,9 @@ async def seed(
 
 
 async def replay(http: httpx.AsyncClient, tid: str) -> tuple[float, list[int]]:
-    seqs: list[int] = []
-    started = time.perf_counter()
-    async with http.stream(
-        "POST", f"/threads/{tid}/stream/events", json={"channels": CHANNELS, "since": 0}
-    ) as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if line.startswith("data: "):
-                event = json.loads(line[6:])
-                seqs.append(event["seq"])
-                if root_completed(event):
-                    break
-    return (time.perf_counter() - started) * 1000, seqs
+    """thread_stream_bench's replay client (the clock measures the server), as seqs."""
+    ms, events = await stream_replay(http, tid, CHANNELS)
+    return ms, [event["seq"] for _, event in events]
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
