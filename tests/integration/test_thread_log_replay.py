@@ -76,6 +76,9 @@ async def test_replay_across_pages(engine: AsyncEngine, monkeypatch: pytest.Monk
     assert [ev.namespace for ev in events] == [ns for _, ns, _ in written]
     assert {ev.seq: ev.timestamp for ev in events} == stamps
 
+    # another tenant's read of the same thread id: nothing, on either read path
+    assert await log.read_after(tenant_id="t2", thread_id=thread_id, since=0) == []
+
     # a cursor inside a page: the rest, once, from the next seq
     resumed = [ev.seq for page in await _replay(log, thread_id, 10, 40) for ev in page]
     assert resumed == list(range(11, 41))
