@@ -76,7 +76,7 @@ async def test_replay_across_pages(engine: AsyncEngine, monkeypatch: pytest.Monk
     assert [ev.namespace for ev in events] == [ns for _, ns, _ in written]
     assert {ev.seq: ev.timestamp for ev in events} == stamps
 
-    # another tenant's read of the same thread id: nothing, on either read path
+    # another tenant's read of the same thread id: nothing
     assert await log.read_after(tenant_id="t2", thread_id=thread_id, since=0) == []
 
     # a cursor inside a page: the rest, once, from the next seq
