@@ -128,3 +128,35 @@ def test_tail_lets_go_of_its_oldest_but_never_of_the_newest() -> None:
     tail.add([_ev(n) for n in range(4, 5000)])
     assert len(tail.events) == 4096 and tail.events[-1].seq == 4999
     assert tail.after(3) is None
+
+
+async def test_another_tenants_follower_of_the_same_thread_id_gets_nothing(
+    engine: AsyncEngine,
+) -> None:
+    """Tenant t2 follows t1's thread id (to t2 an unknown thread, which a stream may wait on)
+    while t1 appends and t1's own follower takes those appends from the tail: t2's follower
+    is woken by the same thread's wake-ups but delivers nothing but heartbeats."""
+    hub = EventHub(engine, retention_seconds=60)
+    log = _CountingLog(engine, hub, poll_seconds=30)
+    thread_id, run_id = await seed_thread_run(engine)
+    token = FencingToken(run_id, 1)
+    seen: list[LogEvent] = []
+    beats = 0
+
+    async def intruder() -> None:
+        nonlocal beats
+        async for batch in log.follow(tenant_id="t2", thread_id=thread_id, since=0, heartbeat=0.05):
+            seen.extend(batch)
+            beats += not batch
+
+    theirs = asyncio.create_task(intruder())
+    mine = asyncio.create_task(_collect(log, thread_id, 10 * 4))
+    await asyncio.sleep(0.2)
+    for i in range(10):
+        await log.append(tenant_id="t1", thread_id=thread_id, token=token, events=_events(i, 4))
+        await asyncio.sleep(0)
+    assert [e.seq for e in await asyncio.wait_for(mine, timeout=10)] == list(range(1, 41))
+    await asyncio.sleep(0.3)  # the intruder had every wake-up and a few heartbeats
+    theirs.cancel()
+    await asyncio.gather(theirs, return_exceptions=True)
+    assert seen == [] and beats >= 2
