@@ -28,7 +28,7 @@ from sqlalchemy.sql import ClauseElement
 
 from app.checkpoint import codec, delta, delta_queries, tuple_queries, tuple_rows
 from app.checkpoint.codec import check_text
-from app.db.direct import DirectStatement
+from app.db.direct_statement import DirectStatement
 from app.db.executor import Executor
 
 _LIST_PAGE = 100  # checkpoints decoded per values-and-writes round trip in `alist`

@@ -42,7 +42,8 @@ from app.checkpoint.reads import CheckpointReads
 from app.checkpoint.serde import make_serde
 from app.db import migrate
 from app.db.dialect import reader, single_statement_autocommit
-from app.db.direct import DirectStatement, fast_executor
+from app.db.direct import fast_executor
+from app.db.direct_statement import DirectStatement
 from app.db.engine import create_engine
 from app.db.executor import Executor
 from app.db.types import utcnow

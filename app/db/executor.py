@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.sql import ClauseElement
 
-from app.db.direct import DirectStatement, Step
+from app.db.direct_statement import DirectStatement, Step
 
 
 class Units(Protocol):

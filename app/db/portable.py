@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import ClauseElement
 
 from app.db.access import read, transaction
-from app.db.direct import DirectStatement, Step
+from app.db.direct_statement import DirectStatement, Step
 
 
 class PortableExecutor:

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import metrics
 from app.checkpoint import queries
 from app.checkpoint.saver import SQLSaver
-from app.db.direct import DirectStatement
+from app.db.direct_statement import DirectStatement
 from app.runs.attempt_queries import (
     WRITE_KEY_COLUMNS,
     WRITE_ROW_COLUMNS,

@@ -18,7 +18,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.direct import DirectStatement, fast_executor
+from app.db.direct import fast_executor
+from app.db.direct_statement import DirectStatement
 from app.db.executor import Executor, Units
 from app.store import queries
 from app.store.filters import Leaf

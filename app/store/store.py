@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db import migrate
-from app.db.direct import Step
+from app.db.direct_statement import Step
 from app.db.engine import create_engine
 from app.db.executor import Executor, Units
 from app.db.types import utcnow

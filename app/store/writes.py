@@ -11,7 +11,7 @@ from sqlalchemy import Executable
 from sqlalchemy.engine import Dialect
 
 from app.db import sealed
-from app.db.direct import Step
+from app.db.direct_statement import Step
 from app.store import queries
 from app.store.config import StoreIndex
 from app.store.direct import DirectStore
