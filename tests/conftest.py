@@ -137,3 +137,33 @@ async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     finally:
         await truncate_all(eng)
         await eng.dispose()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist's --dist loadfile hands out modules in the order it is given, except that by
+    # default it first re-sorts them by test count, most first ("loadscope reorder"). That puts
+    # the few-test, long modules (outages, faults, the wheel install, the fuzzer) last, so one
+    # worker spends the run's last minutes on them alone while the other is idle. Keep the order
+    # pytest_collection_modifyitems below makes instead (slowest kinds first).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _module_rank(item: pytest.Item) -> int:
+    """0 for modules marked slow, 1 for the other live-server (e2e) modules, 2 for the rest."""
+    if item.get_closest_marker("slow") is not None:
+        return 0
+    if item.get_closest_marker("e2e") is not None or "/e2e/" in item.nodeid.replace("\\", "/"):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Longest kinds of module first, each module's tests kept together and in their order, so
+    the workers finish together (see pytest_configure). A stable sort on the module's rank: the
+    order within a rank, and within a module, is pytest's."""
+    rank: dict[str, int] = {}
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        rank[module] = min(rank.get(module, 2), _module_rank(item))
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])

@@ -22,7 +22,7 @@ import pytest
 
 from tests.e2e.api_server import serve, serve_on_new_pg_database
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EXCLUDED_PATHS = r"/wait$|/stream$|/join$|/cancel$"
 # schemathesis failure codes that only say a request was (not) accepted by business rules

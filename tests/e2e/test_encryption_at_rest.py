@@ -31,7 +31,7 @@ from tests.e2e.runs_server import serve
 KEY = base64.b64encode(b"k" * 32).decode()
 OTHER = base64.b64encode(b"o" * 32).decode()
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 def _raw_bytes(db_url: str) -> bytes:

@@ -29,7 +29,7 @@ KEY_B = base64.b64encode(b"b" * 32).decode()
 ID_A = key_id(b"a" * 32)
 ID_B = key_id(b"b" * 32)
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 def _cli(db_url: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -102,6 +102,7 @@ def _cli(db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # CLI start-ups
 async def test_cli_create_list_revoke(tmp_path: Path) -> None:
     db_url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"  # the CLI migrates embedded SQLite
     created = _cli(db_url, "create", "--tenant", "acme", "--user", "u1", "--read-only")

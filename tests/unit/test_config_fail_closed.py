@@ -104,6 +104,7 @@ def test_refused_and_unknown_keys_stop_start_up_in_one_line(
     assert "\n" not in info.value.detail and named in info.value.detail, info.value.detail
 
 
+@pytest.mark.slow  # four CLI start-ups
 def test_serve_refuses_an_unimportable_auth_path_in_one_line_naming_it(tmp_path: Path) -> None:
     """`auth` is honoured now (issue 20): a path that cannot be imported stops start-up."""
     from tests.e2e.api_server import clean_env, graphkeep
