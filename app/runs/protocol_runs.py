@@ -79,9 +79,23 @@ def _factories(items: list[Any]) -> list[Any]:
     return out
 
 
+_MAX_BATCH = 500  # events in one append
+# An append costs about the same server CPU whatever its size (a statement, a commit, a
+# wake-up), and a token stream makes events faster than appends of a few events each can keep
+# up with. Once appends follow each other back to back (a burst: the third in a row) and the
+# run is well under way, the next one waits this long for the graph to add to it: at most
+# this much later on the wire, several times fewer appends. A run's first events (`running`,
+# the first `values`, which a client waits on) never wait, nor does anything once the run
+# ended (close).
+_LINGER_SECONDS = 0.005
+_BURST = 2
+_LINGER_AFTER = 32  # events appended before any append lingers
+
+
 class _BatchWriter:
     """Appends a run's events in the order produced, as few statements as the database's
-    pace allows (everything queued while one append runs goes in the next)."""
+    pace allows (everything queued while one append runs goes in the next; in a burst, what
+    comes during a short linger too)."""
 
     def __init__(self, thread_log: ThreadLog, run: ClaimedRun, token: FencingToken) -> None:
         self.thread_log = thread_log
@@ -101,6 +115,10 @@ class _BatchWriter:
             self.ready.set()
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        ended = float("-inf")  # when the last append returned
+        burst = 0  # appends in a row, each started as the previous one returned
+        appended = 0  # events
         try:
             while True:
                 if not self.pending:
@@ -109,13 +127,20 @@ class _BatchWriter:
                     await self.ready.wait()
                     self.ready.clear()
                     continue
-                batch, self.pending = self.pending[:500], self.pending[500:]
+                burst = burst + 1 if loop.time() - ended < _LINGER_SECONDS else 0
+                lingers = burst >= _BURST and appended >= _LINGER_AFTER
+                if lingers and not self.closed and len(self.pending) < _MAX_BATCH:
+                    await asyncio.sleep(_LINGER_SECONDS)
+                batch = self.pending[:_MAX_BATCH]
+                self.pending = self.pending[_MAX_BATCH:]
                 await self.thread_log.append(
                     tenant_id=self.run.tenant_id,
                     thread_id=self.run.thread_id,
                     token=self.token,
                     events=batch,
                 )
+                ended = loop.time()
+                appended += len(batch)
         except Exception as exc:  # surfaced to the driver by put() / close()
             self.error = exc
 
