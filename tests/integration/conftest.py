@@ -8,12 +8,25 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.main import create_app
+from tests.conftest import truncate_all
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs" / "langgraph.json"
+
+
+@pytest.fixture
+async def app(db_url: str) -> AsyncIterator[FastAPI]:
+    """The app without workers, started with its lifespan; its tables emptied after."""
+    app = create_app(Settings(database_url=db_url, workers=0))
+    async with app.router.lifespan_context(app):
+        try:
+            yield app
+        finally:
+            await truncate_all(app.state.graphkeep.engine)
 
 
 @pytest.fixture

@@ -6,29 +6,13 @@ metrics."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from app import metrics
 from app.api.routing import ServedFirst
-from app.config import Settings
-from app.main import create_app
-from tests.conftest import truncate_all
-
-
-@pytest.fixture
-async def app(db_url: str) -> AsyncIterator[FastAPI]:
-    app = create_app(Settings(database_url=db_url, workers=0))
-    async with app.router.lifespan_context(app):
-        try:
-            yield app
-        finally:
-            await truncate_all(app.state.graphkeep.engine)
-
 
 JSON = {"content-type": "application/json"}
 REQUESTS: list[tuple[bytes, dict[str, str]]] = [
