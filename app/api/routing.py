@@ -88,13 +88,13 @@ Serve = Callable[[Request, Any], Awaitable[Response]]
 def json_body(raw: bytes, content_type: str | None, model: type[Model]) -> Model | None:
     """`raw` decoded and validated exactly as FastAPI does it for a single body model
     (`json.loads`, then the model), or None to let FastAPI answer: no body, no or another
-    content type (its strict content-type check refuses those), malformed JSON, an
-    invalid body."""
+    content type (its strict content-type check refuses those), malformed JSON, JSON nested
+    too deep for the parser (RecursionError: FastAPI answers 400), an invalid body."""
     if not raw or content_type is None or not is_json_content_type(content_type):
         return None
     try:
         return model.model_validate(json.loads(raw))
-    except (ValueError, ValidationError):  # malformed JSON (JSONDecodeError), an invalid body
+    except (ValueError, RecursionError, ValidationError):
         return None
 
 
