@@ -23,6 +23,8 @@ from tests.conftest import truncate_all
 
 GRAPHS = Path(__file__).resolve().parents[1] / "graphs" / "langgraph.json"
 
+YEARLY = "0 0 1 1 *"  # a cron these tests make due by backdating it, never by the clock
+
 
 @pytest.fixture
 async def app_and_client(db_url: str) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
@@ -232,7 +234,7 @@ async def test_stateless_cron_new_thread_per_firing(app_and_client: Any) -> None
             "/runs/crons",
             json={
                 "assistant_id": "steps",
-                "schedule": "* * * * *",
+                "schedule": YEARLY,  # due only when backdated: exactly two firings
                 "input": {"tag": "s"},
                 "on_run_completed": "keep",
             },
@@ -259,12 +261,14 @@ async def test_two_schedulers_race_fire_each_once(app_and_client: Any, db_url: s
     thread = (await c.post("/threads", json={})).json()["thread_id"]
     ids = []
     for _ in range(20):
-        # kept: a deleted temporary thread takes its run row with it (nothing left to count)
-        body = {"assistant_id": "steps", "schedule": "* * * * *", "on_run_completed": "keep"}
+        # kept: a deleted temporary thread takes its run row with it (nothing left to count).
+        # A yearly slot: fired at hh:mm:59.9, an every-minute cron is rightly due again a
+        # moment later (the app's own scheduler fires it), which is no double firing
+        body = {"assistant_id": "steps", "schedule": YEARLY, "on_run_completed": "keep"}
         r = await c.post("/runs/crons", json=body)
         ids.append(r.json()["cron_id"])
     r = await c.post(
-        f"/threads/{thread}/runs/crons", json={"assistant_id": "steps", "schedule": "* * * * *"}
+        f"/threads/{thread}/runs/crons", json={"assistant_id": "steps", "schedule": YEARLY}
     )
     ids.append(r.json()["cron_id"])
     state = app.state.graphkeep
@@ -309,7 +313,7 @@ async def test_concurrent_ticks_of_a_backlog_fire_each_once(
     for _ in range(30):
         # a yearly slot: once fired, the next due time is months away. Every minute, a slow
         # backlog could cross the next minute of the scheduler's clock and rightly fire again
-        body = {"assistant_id": "steps", "schedule": "0 0 1 1 *", "on_run_completed": "keep"}
+        body = {"assistant_id": "steps", "schedule": YEARLY, "on_run_completed": "keep"}
         ids.append((await c.post("/runs/crons", json=body)).json()["cron_id"])
     state = app.state.graphkeep
     # due an hour from now: only this scheduler, whose clock is an hour ahead, sees them due
