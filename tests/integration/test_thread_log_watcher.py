@@ -23,6 +23,16 @@ from tests.integration.threadlog_rows import seed_thread_run
 POLL = 0.05  # SQLite's backstop; PostgreSQL's is 5x (NOTIFY carries other processes')
 
 
+class _CountingReads(ThreadLog):
+    """Counts the followers' own reads of the log."""
+
+    reads = 0
+
+    async def read_after(self, *, tenant_id: str, thread_id: str, since: int) -> list[Any]:
+        self.reads += 1
+        return await super().read_after(tenant_id=tenant_id, thread_id=thread_id, since=since)
+
+
 async def _first_event(log: ThreadLog, thread_id: str) -> int:
     async for batch in log.follow(tenant_id="t1", thread_id=thread_id, since=0, heartbeat=30):
         if batch:
@@ -32,7 +42,7 @@ async def _first_event(log: ThreadLog, thread_id: str) -> int:
 
 async def test_followers_share_one_poll_and_get_missed_wakeups(engine: AsyncEngine) -> None:
     hub = EventHub(engine, retention_seconds=60)
-    log = ThreadLog(engine, hub, poll_seconds=POLL)
+    log = _CountingReads(engine, hub, poll_seconds=POLL)
     backstop = POLL * (5 if hub.cross_process else 1)
     pairs = [await seed_thread_run(engine) for _ in range(2)]
     followers = [
@@ -40,7 +50,13 @@ async def test_followers_share_one_poll_and_get_missed_wakeups(engine: AsyncEngi
         for thread_id, _ in pairs
         for _ in range(10)
     ]
-    await asyncio.sleep(backstop * 3)  # every follower did its first read and went idle
+    # every follower did its first read and went idle: waited on, not slept (on a loaded
+    # machine 20 first reads can outlast a fixed sleep, and then count as idle reads below)
+    deadline = asyncio.get_running_loop().time() + 30
+    while log.reads < 20:
+        assert asyncio.get_running_loop().time() < deadline, log.reads
+        await asyncio.sleep(POLL / 5)
+    await asyncio.sleep(backstop)  # a poll that raced a first read wakes it in vain, once
     watcher = hub.log_watcher(backstop)
     assert watcher.watched == 2
     statements: list[str] = []
