@@ -2,8 +2,10 @@
 
 Stored payloads are compact JSON text, sealed with the at-rest key when one is configured
 (app/db/sealed.py, the envelope of every stored copy of state): every write goes through
-`encode_payload`, every read through `decode_payload`. The column stays plain Text because the
-fenced append is an INSERT ... SELECT whose values are not typed by the column.
+`encode_payload` (the append in its two steps, `plain_payload` then `seal_payload`, since it
+hands the plain text to this process's followers too), every read through `decode_payload`.
+The column stays plain Text because the fenced append is an INSERT ... SELECT whose values
+are not typed by the column.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from app.graphs.jsonable import dumps
 
 def encode_payload(data: Any) -> str:
     """A channel's `data` as stored in `thread_events.data`."""
-    return seal_text(dumps(data))
+    return seal_payload(plain_payload(data))
 
 
 def plain_payload(data: Any) -> str:
@@ -25,7 +27,7 @@ def plain_payload(data: Any) -> str:
 
 
 def seal_payload(plain: str) -> str:
-    """`plain_payload`'s text as stored (`encode_payload` in two steps)."""
+    """`plain_payload`'s text as stored."""
     return seal_text(plain)
 
 

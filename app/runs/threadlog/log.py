@@ -9,6 +9,7 @@ hub's NOTIFY, the other processes'. Readers poll `seq > cursor` on a wake-up, or
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -75,8 +76,6 @@ def gap_after(since: int, event: LogEvent) -> ResumeGap | None:
 
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:|")
-_QUOTED: dict[str, str] = {}  # methods as JSON strings (a handful of channel names)
-_QUOTED_MAX = 256
 
 
 def _json_str(value: str) -> str:
@@ -88,15 +87,11 @@ def _json_str(value: str) -> str:
     return json.dumps(value)
 
 
+@functools.lru_cache(maxsize=256)
 def _quoted_method(method: str) -> str:
-    """`_json_str(method)`, remembered: a log holds a few distinct methods, so a replay
-    quotes each once instead of once per event (bounded, whatever the log holds)."""
-    quoted = _QUOTED.get(method)
-    if quoted is None:
-        quoted = _json_str(method)
-        if len(_QUOTED) < _QUOTED_MAX:
-            _QUOTED[method] = quoted
-    return quoted
+    """`_json_str(method)`, remembered: a log holds a few distinct methods (channel names),
+    so a replay quotes each once instead of once per event."""
+    return _json_str(method)
 
 
 class LogEvent(NamedTuple):
