@@ -24,14 +24,13 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchkit import pg_database
+from benchkit import BenchChild, pg_database
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ("thread_get", "thread_create", "run_create", "run_get")
@@ -129,34 +128,12 @@ async def _serve(client: Any) -> None:
 # --------------------------------------------------------------------------- parent
 
 
-class Child:
+class Child(BenchChild):
     def __init__(self, tree: Path, db: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__)), "--child", db],
-            cwd=tree,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        super().__init__(Path(__file__), ["--child", db], tree, str(tree))
 
-    def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("child exited")
-            if line.startswith("{"):
-                return dict(json.loads(line))
-            print(line, end="")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
+    def ask(self, cmd: dict[str, Any], *, echo: bool = True) -> dict[str, Any]:
+        return super().ask(cmd, echo=echo)
 
 
 def main(args: argparse.Namespace) -> None:

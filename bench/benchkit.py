@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -182,6 +184,49 @@ async def langgraph_dev_process(
         await wait_ready(url, proc, tmp / "langgraph-dev.log")
         say(f"langgraph dev ready at {url} (pid {proc.pid})")
         yield url, proc
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+class BenchChild:
+    """A bench running in its own process (another tree's code), asked one JSON line at a
+    time: `ask` writes a command and returns the next JSON line the child prints; other
+    lines are the child's own output, echoed when `echo`."""
+
+    def __init__(self, script: Path, args: list[str], tree: Path, pythonpath: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": pythonpath},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def ask(self, cmd: dict[str, Any], *, echo: bool = False) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError("child exited")
+            if line.startswith("{"):
+                return dict(json.loads(line))
+            if echo:
+                print(line, end="")
+
+    def close(self) -> None:
+        """End the child (its databases go with it); one that died already is only reaped."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 # --------------------------------------------------------------------------- where time goes

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
+
+from benchkit import BenchChild
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
@@ -60,39 +60,10 @@ async def _child(depth: int) -> None:
             print(json.dumps({"ours": times[0], "official": times[1]}), flush=True)
 
 
-class Child:
+class Child(BenchChild):
     def __init__(self, tree: Path, depth: int) -> None:
-        env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'bench'}"}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__)), "--child", str(depth)],
-            cwd=tree,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-
-    def ask(self, n: int) -> dict[str, list[float]]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"n": n}) + "\n")
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("child exited")
-            if line.startswith("{"):
-                return dict(json.loads(line))
-
-    def close(self) -> None:
-        """End the child (its databases go with it); one that died already is only reaped."""
-        assert self.proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        pythonpath = f"{tree}{os.pathsep}{tree / 'bench'}"
+        super().__init__(Path(__file__), ["--child", str(depth)], tree, pythonpath)
 
 
 def main(args: argparse.Namespace) -> None:
@@ -108,7 +79,7 @@ def main(args: argparse.Namespace) -> None:
         for i in range(args.rounds):
             order = list(trees) if i % 2 == 0 else list(reversed(trees))
             for name in order:
-                got = children[name].ask(args.lists)
+                got = children[name].ask({"n": args.lists})
                 for side in ("ours", "official"):
                     samples[name][side].extend(got[side])
             loads.append(os.getloadavg()[0])
