@@ -76,7 +76,7 @@ RECORDING = False
 
 
 async def _measure(
-    db: str, runs: int, top: int, clients: int, sort: str, pool_size: int = 0
+    db: str, runs: int, top: int, clients: int, sort: str, pool_size: int = 0, workers: int = 0
 ) -> dict[str, float]:
     global RECORDING
     import httpx
@@ -96,7 +96,7 @@ async def _measure(
     config.write_text(json.dumps({"graphs": {"echo": str(tmp / "echo_graph.py") + ":graph"}}))
     settings = Settings(
         database_url=url,
-        workers=clients,
+        workers=workers or clients,
         db_pool_size=pool_size or 4 + clients // 4,
         db_max_overflow=0,
         config_file=config,
@@ -150,6 +150,9 @@ async def main() -> int:
     parser.add_argument(
         "--pool-size", type=int, default=0, help="server DB pool (0: 4 + clients / 4)"
     )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="in-process workers (0: one per client)"
+    )
     parser.add_argument("--sort", default="tottime", help="cProfile order for --top")
     parser.add_argument("--sql", action="store_true", help="also list statements per run")
     args = parser.parse_args()
@@ -159,7 +162,9 @@ async def main() -> int:
     await pg_database("create", db)
     try:
         args.runs -= args.runs % args.clients
-        counts = await _measure(db, args.runs, args.top, args.clients, args.sort, args.pool_size)
+        counts = await _measure(
+            db, args.runs, args.top, args.clients, args.sort, args.pool_size, args.workers
+        )
     finally:
         await pg_database("drop", db)
     print(json.dumps({"per_run": counts}, indent=1))

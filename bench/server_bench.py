@@ -50,6 +50,7 @@ from benchkit import (
     process,
     wait_ready,
 )
+from leanhttp import LeanClient
 
 ROOT = Path(__file__).resolve().parents[1]
 CONCURRENCY: tuple[int, ...] = (1, 8, 32)
@@ -103,7 +104,12 @@ class Target:
     """One server under test: its HTTP client and the calls the measures make."""
 
     def __init__(
-        self, name: str, url: str, database: str | None = None, pid: int | None = None
+        self,
+        name: str,
+        url: str,
+        database: str | None = None,
+        pid: int | None = None,
+        client: str = "lean",
     ) -> None:
         self.name = name
         self.url = url
@@ -111,29 +117,35 @@ class Target:
         self.pid = pid
         limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
         self.http = httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
+        # the runs/wait measures' client (leanhttp's docstring says why not httpx by default)
+        self.lean = LeanClient(url) if client == "lean" else None
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        if self.lean is not None:
+            await self.lean.aclose()
+
+    async def post_json(self, path: str, body: Any) -> Any:
+        if self.lean is not None:
+            return await self.lean.post_json(path, body)
+        r = await self.http.post(path, json=body)
+        r.raise_for_status()
+        return r.json()
 
     async def new_thread(self) -> str:
-        r = await self.http.post("/threads", json={})
-        r.raise_for_status()
-        return str(r.json()["thread_id"])
+        return str((await self.post_json("/threads", {}))["thread_id"])
 
     async def wait_stateless(self) -> None:
-        r = await self.http.post(
-            "/runs/wait", json={"assistant_id": "echo", "input": {"text": "x"}}
+        answer = await self.post_json(
+            "/runs/wait", {"assistant_id": "echo", "input": {"text": "x"}}
         )
-        r.raise_for_status()
-        assert r.json() == {"text": "x"}, r.text
+        assert answer == {"text": "x"}, answer
 
     def wait_on(self, tid: str) -> Callable[[], Awaitable[None]]:
         async def call() -> None:
-            r = await self.http.post(
-                f"/threads/{tid}/runs/wait", json={"assistant_id": "echo", "input": {"text": "x"}}
-            )
-            r.raise_for_status()
-            assert r.json() == {"text": "x"}, r.text
+            body = {"assistant_id": "echo", "input": {"text": "x"}}
+            answer = await self.post_json(f"/threads/{tid}/runs/wait", body)
+            assert answer == {"text": "x"}, answer
 
         return call
 
@@ -252,18 +264,18 @@ async def graphkeep_server(
     extra = {"GRAPHKEEP_ENCRYPTION_KEY": encryption_key} if encryption_key else {}
     await pg_database("create", name)
     db_url = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{name}"
-    env = clean_env(
-        GRAPHKEEP_DATABASE_URL=db_url,
-        GRAPHKEEP_WORKERS=str(args.workers),
-        # Connections kept open for the workers plus concurrent requests, few opened on
-        # demand: overflow connections are closed on return, and a new one costs a connect,
-        # type introspection and re-preparing every statement (pool 32 + 32 overflow opened
-        # ~40 per 300 runs at c=32; 48 + 16, the same 64 at most, ~5).
-        GRAPHKEEP_DB_POOL_SIZE=str(args.pool_size or args.workers + 16),
-        GRAPHKEEP_DB_MAX_OVERFLOW=str(args.max_overflow),
-        GRAPHKEEP_LOG_LEVEL="WARNING",
-        **extra,
-    )
+    # The server's own defaults unless told otherwise: more worker tasks than the default
+    # made this CPU-bound event loop slower, not faster (2 cores, c=8 / c=32 runs/s, same
+    # session: workers 4, pool 10 + 10: 146 / 144; workers 8, 16 + 4: 135 / 127; workers 32,
+    # 48 + 16: 108 / 104).
+    for name, value in (
+        ("GRAPHKEEP_WORKERS", args.workers),
+        ("GRAPHKEEP_DB_POOL_SIZE", args.pool_size),
+        ("GRAPHKEEP_DB_MAX_OVERFLOW", args.max_overflow),
+    ):
+        if value is not None:
+            extra[name] = str(value)
+    env = clean_env(GRAPHKEEP_DATABASE_URL=db_url, GRAPHKEEP_LOG_LEVEL="WARNING", **extra)
     try:
         await asyncio.to_thread(
             subprocess.run,
@@ -394,11 +406,11 @@ async def main() -> int:
         default=",".join(MEASURES),
         help=f"comma-separated subset of {','.join(MEASURES)}",
     )
-    parser.add_argument("--workers", type=int, default=32, help="graphkeep in-process workers")
     parser.add_argument(
-        "--pool-size", type=int, default=0, help="graphkeep DB pool (0: workers + 16)"
+        "--workers", type=int, default=None, help="graphkeep in-process workers (its default)"
     )
-    parser.add_argument("--max-overflow", type=int, default=16, help="graphkeep DB overflow")
+    parser.add_argument("--pool-size", type=int, default=None, help="graphkeep DB pool")
+    parser.add_argument("--max-overflow", type=int, default=None, help="graphkeep DB overflow")
     parser.add_argument(
         "--extra-workers", type=int, default=0, help="`graphkeep worker` processes to add"
     )
@@ -407,6 +419,12 @@ async def main() -> int:
         "--quick", action="store_true", help="60 runs per level, 20 at c=1, 60 on one thread"
     )
     parser.add_argument("--skip-official", action="store_true")
+    parser.add_argument(
+        "--client",
+        choices=("lean", "httpx"),
+        default="lean",
+        help="HTTP client of the runs/wait measures (both servers get the same one)",
+    )
     parser.add_argument(
         "--probe",
         action="store_true",
@@ -445,21 +463,21 @@ async def main() -> int:
     baseline_root = source_tree(args.baseline_tree)
     async with AsyncExitStack() as stack:
         url, database, pid = await stack.enter_async_context(graphkeep_server(tmp, args))
-        targets = [Target("graphkeep_pg", url, database, pid)]
+        targets = [Target("graphkeep_pg", url, database, pid, args.client)]
         if baseline_root is not None:
             url, database, pid = await stack.enter_async_context(
                 graphkeep_server(tmp, args, root=baseline_root)
             )
-            targets.append(Target(BASELINE, url, database, pid))
+            targets.append(Target(BASELINE, url, database, pid, args.client))
         elif args.encryption:
             url, database, pid = await stack.enter_async_context(
                 graphkeep_server(tmp, args, BENCH_KEY)
             )
-            targets.append(Target(ENCRYPTED, url, database, pid))
+            targets.append(Target(ENCRYPTED, url, database, pid, args.client))
         elif not args.skip_official:
             try:
                 url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
-                targets.append(Target("langgraph_dev", url))
+                targets.append(Target("langgraph_dev", url, client=args.client))
             except RuntimeError as exc:
                 results["langgraph_dev_error"] = str(exc)[-2000:]
                 progress(f"official server unavailable: {exc}")

@@ -23,7 +23,6 @@ event the workers wait on). The hub routes each NOTIFY to its part and reads run
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -328,13 +327,19 @@ class EventHub:
         heartbeat: float | None = None,
         fresh: bool = False,
         with_end: bool = False,
+        live: bool = True,
     ) -> AsyncIterator[StreamEvent | None]:
         """Events of a run after `after_seq` (None: live ones only), then live until its end.
 
         Yields None after `heartbeat` seconds of silence (default: the hub's keep-alive
         interval) so callers can send keep-alives.
         `fresh`: the run was created just now, so nothing is stored yet; the first look at the
-        database waits for a wake-up (at most a quarter of a second).
+        database waits for a wake-up: at most a quarter of a second, or up to a heartbeat when
+        the caller does not need the events as they come (`live=False`: runs/wait) and no
+        other process could have taken the run before this reader looked (`alone`). A run
+        queued behind this process's busy workers then costs no database reads while it
+        waits: it starts here, which wakes this reader (a process that joins meanwhile and
+        takes it wakes it with its end's NOTIFY).
         `with_end`: yield the internal `__end__` event (its seq) before stopping.
         Raises StreamInterrupted when the process shuts down before the run's end.
         """
@@ -345,8 +350,14 @@ class EventHub:
         announced = -heartbeat  # when this reader last asked for events as they come
         local: LocalLog | None = None
         if fresh and self.local.get(run_id) is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.runs.signal(run_id)), timeout=0.25)
+            try:
+                await asyncio.wait_for(
+                    asyncio.shield(self.runs.signal(run_id)),
+                    timeout=heartbeat if not live and self.alone else 0.25,
+                )
+            except TimeoutError:
+                if not live and self.alone:
+                    yield None
         while True:
             if self.closing.is_set():
                 raise StreamInterrupted

@@ -465,7 +465,11 @@ class RunService:
         last_values: str | None = None
         error: str | None = None
         async for ev in self.hub.read(
-            run_id, tenant_id=tenant_id, after_seq=0 if from_start else None, fresh=from_start
+            run_id,
+            tenant_id=tenant_id,
+            after_seq=0 if from_start else None,
+            fresh=from_start,
+            live=False,
         ):
             if ev is None:
                 yield None

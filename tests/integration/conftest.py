@@ -36,9 +36,8 @@ async def make_client(db_url: str, engine: AsyncEngine) -> AsyncIterator[Any]:
     stack: list[Any] = []
 
     async def make(**overrides: Any) -> httpx.AsyncClient:
-        settings = Settings(
-            database_url=db_url, config_file=GRAPHS, workers=2, log_level="WARNING", **overrides
-        )
+        options: dict[str, Any] = {"workers": 2, "log_level": "WARNING", **overrides}
+        settings = Settings(database_url=db_url, config_file=GRAPHS, **options)
         app = create_app(settings)
         lifespan = app.router.lifespan_context(app)
         await lifespan.__aenter__()

@@ -4,11 +4,13 @@ run time limit, bounded attempts, event retention."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select
+import pytest
+from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tables import run_events, runs
@@ -82,3 +84,43 @@ async def test_stream_events_expire_after_retention(make_client: Any, engine: As
             break
         await asyncio.sleep(0.1)
     assert left == 0
+
+
+async def test_a_wait_queued_behind_busy_workers_reads_nothing_until_its_run_starts(
+    make_client: Any, engine: AsyncEngine
+) -> None:
+    """runs/wait on a run that waits in the queue (one worker, busy) looks at the database
+    only once the run starts here: a waiter that does not stream needs no early look (before,
+    it read the run's events and status a quarter of a second in, once per queued run)."""
+    if engine.dialect.name != "postgresql":
+        pytest.skip("one process on PostgreSQL knows it is alone (SQLite has no listener)")
+    client = await make_client(workers=1)
+    app = client._transport.app  # type: ignore[attr-defined]
+    served = app.state.graphkeep.engine
+    reads: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if "FROM run_events" in statement or statement.lstrip().startswith("SELECT runs.status"):
+            reads.append(statement)
+
+    busy = {"assistant_id": "steps", "input": {"tag": "busy", "sleep": 1.0}}
+    busy_thread = await _thread(client)
+    first = (await client.post(f"/threads/{busy_thread}/runs", json=busy)).json()
+    for _ in range(100):  # the one worker holds the busy run before the next is created
+        got = await client.get(f"/threads/{busy_thread}/runs/{first['run_id']}")
+        if got.json()["status"] == "running":
+            break
+        await asyncio.sleep(0.01)
+    queued_thread = await _thread(client)
+    event.listen(served.sync_engine, "before_cursor_execute", record)
+    try:
+        started = time.monotonic()
+        body = {"assistant_id": "steps", "input": {"tag": "q"}}
+        r = await client.post(f"/threads/{queued_thread}/runs/wait", json=body)
+        waited = time.monotonic() - started
+    finally:
+        event.remove(served.sync_engine, "before_cursor_execute", record)
+    assert r.status_code == 200 and r.json()["trail"] == ["a", "b", "c"]
+    assert waited > 0.5, "the run did not wait in the queue: the test proves nothing"
+    assert waited < 4.0  # woken when its run started, not at the next keep-alive
+    assert reads == []
