@@ -115,8 +115,8 @@ async def main() -> int:
     parser.add_argument("--rounds", type=int, default=1, help="repeat (a new thread each)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "one_thread.json"))
     args = parser.parse_args()
-    # graphkeep_server's knobs, as server_bench passes them (one run at a time: few workers)
-    args.workers, args.pool_size, args.max_overflow = 4, 0, 16
+    # graphkeep_server's knobs, as server_bench passes them: the server's defaults
+    args.workers = args.pool_size = args.max_overflow = None
     args.extra_workers, args.worker_concurrency = 0, 4
     tmp = Path(tempfile.mkdtemp(prefix="gk_one_thread_"))
     (tmp / "echo_graph.py").write_text(MESSAGES_GRAPH)
