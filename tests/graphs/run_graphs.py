@@ -120,7 +120,14 @@ class NestState(TypedDict, total=False):
     items: Annotated[list[str], operator.add]
 
 
-def _child_step(state: NestState) -> dict[str, Any]:
+async def _child_step(state: NestState) -> dict[str, Any]:
+    # A pause, so a client that opens a subscription of its own on discovering the subgraph
+    # (the JS useStream's subgraph card, opened at the child's first `values`) has it open
+    # before the child's last events and the run's end. Without it, on a loaded machine, the
+    # hook's lifecycle watcher could report the end before the card's own stream replayed
+    # the child's values (all of them sent: its wire showed them), and the card never
+    # re-rendered with them (tests/e2e/test_js_use_stream.py).
+    await asyncio.sleep(0.5)
     return {"items": ["child"]}
 
 

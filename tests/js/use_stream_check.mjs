@@ -393,10 +393,55 @@ async function scenarioChat(transport) {
       ai_texts_rendered: aiTexts,
       error: done.error,
       wire: wireSummary(probe.capture.wire),
+      // The hook stops its content stream once its lifecycle watcher (another stream) reports
+      // the end and takes the final values from the thread's state, so on a loaded machine
+      // the content stream's last frames may never be read: what the server sent is judged
+      // on a replay of the thread's log, the hook's wire only as a prefix of it.
+      server: wireSummary({ events: await serverLog(done.threadId) }),
     };
   } finally {
     await probe.unmount();
   }
+}
+
+// Every event of the thread's log from the start, read over a plain SSE subscription of our
+// own until the root terminal.
+async function serverLog(threadId) {
+  const response = await fetch(`${API_URL}/threads/${threadId}/stream/events`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ channels: ["lifecycle", "messages", "values"], since: 0 }),
+  });
+  if (!response.ok) throw new Error(`replay: ${response.status} ${await response.text()}`);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const events = [];
+  let buffer = "";
+  const deadline = Date.now() + TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const chunk = await reader.read();
+    if (chunk.done) break;
+    buffer += decoder.decode(chunk.value, { stream: true }).replaceAll("\r\n", "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = frame
+        .split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trimStart())
+        .join("\n");
+      if (!data) continue;
+      const event = { ...JSON.parse(data), stream: "replay" };
+      events.push(event);
+      if (isRootLifecycle(event, "completed") || isRootLifecycle(event, "failed")) {
+        await reader.cancel();
+        return events;
+      }
+    }
+  }
+  await reader.cancel();
+  throw new Error(`no root terminal in the thread's log: ${JSON.stringify(events)}`);
 }
 
 async function scenarioInterrupt(transport) {
@@ -577,16 +622,30 @@ async function scenarioSubgraph(transport) {
   try {
     await probe.until("first render", () => true);
     await probe.stream.submit({ items: ["start"] });
-    const done = await probe.until(
-      "nested run and the child's card",
-      (s) =>
-        !s.isLoading &&
-        (s.values?.items ?? []).at(-1) === "child" &&
-        // the card's latest render (its own subscription replays the child's values from the
-        // start, so an earlier render may show them part-way)
-        probe.scoped.at(-1)?.status === "complete" &&
-        (probe.scoped.at(-1)?.values?.items ?? []).at(-1) === "child",
-    );
+    const done = await probe
+      .until(
+        "nested run and the child's card",
+        (s) =>
+          !s.isLoading &&
+          (s.values?.items ?? []).at(-1) === "child" &&
+          // the card's latest render (its own subscription replays the child's values from
+          // the start, so an earlier render may show them part-way)
+          probe.scoped.at(-1)?.status === "complete" &&
+          (probe.scoped.at(-1)?.values?.items ?? []).at(-1) === "child",
+      )
+      .catch((error) => {
+        // what the card last showed and which namespaced lifecycle events came, per stream:
+        // tells a card that never re-rendered from an event that never arrived
+        const nested = probe.capture.wire.events
+          .filter((e) => e.method === "lifecycle" && (e.params?.namespace ?? []).length > 0)
+          .map((e) => `${e.stream}:${e.seq}:${e.params.data?.event}`);
+        throw new Error(
+          `${error.message}; card renders: ${JSON.stringify(probe.scoped.slice(-3))}; ` +
+            `nested lifecycle on the wire: ${JSON.stringify(nested)}; ` +
+            `wire: ${JSON.stringify(probe.capture.wire.events.map((e) => [e.stream, e.seq, e.method, (e.params?.namespace ?? []).length, e.method === "values" ? e.params.data : e.params?.data?.event]))}; ` +
+            `subgraphs now: ${JSON.stringify([...probe.stream.subgraphs.values()].map((g) => g.status))}`,
+        );
+      });
     const last = probe.scoped.at(-1);
     return {
       values: done.values,
