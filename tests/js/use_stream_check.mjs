@@ -69,6 +69,24 @@ const versions = Object.fromEntries(
 // WebSocket without a flag; `ws` is what jsdom itself uses). `cut()` drops every open stream
 // the way a network failure would, to check the hook's reconnect.
 
+// The complete SSE frames at the head of `buffer` (CRLF already folded to LF), each with its
+// `data:` payload parsed (null for a frame without one, e.g. a heartbeat), and what is left.
+function takeFrames(buffer) {
+  const frames = [];
+  let end;
+  while ((end = buffer.indexOf("\n\n")) >= 0) {
+    const frame = buffer.slice(0, end);
+    buffer = buffer.slice(end + 2);
+    const data = frame
+      .split("\n")
+      .filter((line) => line.startsWith("data:"))
+      .map((line) => line.slice(5).trimStart())
+      .join("\n");
+    frames.push({ frame, event: data ? JSON.parse(data) : null });
+  }
+  return { frames, rest: buffer };
+}
+
 function makeWire() {
   const wire = { events: [], commands: [], sse_since: [], sockets: 0, streams: 0, cuts: 0 };
   const open = new Set(); // () => void, one per open stream: cuts it
@@ -106,16 +124,10 @@ function makeWire() {
           return;
         }
         buffer += decoder.decode(chunk.value, { stream: true }).replaceAll("\r\n", "\n");
-        let end;
-        while ((end = buffer.indexOf("\n\n")) >= 0) {
-          const frame = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const data = frame
-            .split("\n")
-            .filter((line) => line.startsWith("data:"))
-            .map((line) => line.slice(5).trimStart())
-            .join("\n");
-          if (data) wire.events.push({ ...JSON.parse(data), stream });
+        const taken = takeFrames(buffer);
+        buffer = taken.rest;
+        for (const { frame, event } of taken.frames) {
+          if (event) wire.events.push({ ...event, stream });
           // one frame at a time, a little apart, as over a real network: on loopback a whole
           // run's frames come in one chunk and React renders only the end of them
           controller.enqueue(encoder.encode(`${frame}\n\n`));
@@ -422,17 +434,11 @@ async function serverLog(threadId) {
     const chunk = await reader.read();
     if (chunk.done) break;
     buffer += decoder.decode(chunk.value, { stream: true }).replaceAll("\r\n", "\n");
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const frame = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const data = frame
-        .split("\n")
-        .filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(5).trimStart())
-        .join("\n");
-      if (!data) continue;
-      const event = { ...JSON.parse(data), stream: "replay" };
+    const taken = takeFrames(buffer);
+    buffer = taken.rest;
+    for (const { event: parsed } of taken.frames) {
+      if (!parsed) continue;
+      const event = { ...parsed, stream: "replay" };
       events.push(event);
       if (isRootLifecycle(event, "completed") || isRootLifecycle(event, "failed")) {
         await reader.cancel();
