@@ -350,14 +350,15 @@ class EventHub:
         announced = -heartbeat  # when this reader last asked for events as they come
         local: LocalLog | None = None
         if fresh and self.local.get(run_id) is None:
+            until_woken = not live and self.alone
             try:
                 await asyncio.wait_for(
                     asyncio.shield(self.runs.signal(run_id)),
-                    timeout=heartbeat if not live and self.alone else 0.25,
+                    timeout=heartbeat if until_woken else 0.25,
                 )
             except TimeoutError:
-                if not live and self.alone:
-                    yield None
+                if until_woken:
+                    yield None  # a heartbeat of silence: the caller's keep-alive
         while True:
             if self.closing.is_set():
                 raise StreamInterrupted

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import event, func, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tables import run_events, runs
@@ -86,6 +87,19 @@ async def test_stream_events_expire_after_retention(make_client: Any, engine: As
     assert left == 0
 
 
+async def _occupy_the_worker(client: httpx.AsyncClient, seconds: float) -> None:
+    """Start a run of `seconds` and return once the app's one worker holds it."""
+    busy = {"assistant_id": "steps", "input": {"tag": "busy", "sleep": seconds}}
+    thread_id = await _thread(client)
+    run = (await client.post(f"/threads/{thread_id}/runs", json=busy)).json()
+    for _ in range(100):
+        got = await client.get(f"/threads/{thread_id}/runs/{run['run_id']}")
+        if got.json()["status"] == "running":
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the busy run never started")
+
+
 async def test_a_wait_queued_behind_busy_workers_reads_nothing_until_its_run_starts(
     make_client: Any, engine: AsyncEngine
 ) -> None:
@@ -95,32 +109,37 @@ async def test_a_wait_queued_behind_busy_workers_reads_nothing_until_its_run_sta
     if engine.dialect.name != "postgresql":
         pytest.skip("one process on PostgreSQL knows it is alone (SQLite has no listener)")
     client = await make_client(workers=1)
-    app = client._transport.app  # type: ignore[attr-defined]
-    served = app.state.graphkeep.engine
     reads: list[str] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
         if "FROM run_events" in statement or statement.lstrip().startswith("SELECT runs.status"):
             reads.append(statement)
 
-    busy = {"assistant_id": "steps", "input": {"tag": "busy", "sleep": 1.0}}
-    busy_thread = await _thread(client)
-    first = (await client.post(f"/threads/{busy_thread}/runs", json=busy)).json()
-    for _ in range(100):  # the one worker holds the busy run before the next is created
-        got = await client.get(f"/threads/{busy_thread}/runs/{first['run_id']}")
-        if got.json()["status"] == "running":
-            break
-        await asyncio.sleep(0.01)
+    await _occupy_the_worker(client, 1.0)
     queued_thread = await _thread(client)
-    event.listen(served.sync_engine, "before_cursor_execute", record)
+    # every engine's statements (only the app runs any while the wait is under way)
+    event.listen(Engine, "before_cursor_execute", record)
     try:
         started = time.monotonic()
         body = {"assistant_id": "steps", "input": {"tag": "q"}}
         r = await client.post(f"/threads/{queued_thread}/runs/wait", json=body)
         waited = time.monotonic() - started
     finally:
-        event.remove(served.sync_engine, "before_cursor_execute", record)
+        event.remove(Engine, "before_cursor_execute", record)
     assert r.status_code == 200 and r.json()["trail"] == ["a", "b", "c"]
     assert waited > 0.5, "the run did not wait in the queue: the test proves nothing"
     assert waited < 4.0  # woken when its run started, not at the next keep-alive
     assert reads == []
+
+
+async def test_a_wait_queued_longer_than_a_heartbeat_sends_keepalives(make_client: Any) -> None:
+    """While its run waits in the queue, runs/wait still sends a keep-alive every heartbeat
+    (the first one comes from the wait for the run's wake-up), then the run's output."""
+    client = await make_client(workers=1, stream_keepalive_seconds=0.2)
+    await _occupy_the_worker(client, 1.0)
+    queued_thread = await _thread(client)
+    body = {"assistant_id": "steps", "input": {"tag": "q"}}
+    r = await client.post(f"/threads/{queued_thread}/runs/wait", json=body)
+    assert r.status_code == 200
+    assert r.text.startswith("\n\n")  # at least two heartbeats passed while it queued
+    assert r.json()["trail"] == ["a", "b", "c"]
