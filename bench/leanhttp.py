@@ -72,8 +72,7 @@ class LeanClient:
         parts = urlsplit(base_url)
         self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
         self._authority = f"{self._host}:{self._port}".encode()
-        self._idle: list[_Connection] = []
-        self._all: list[_Connection] = []
+        self._idle: list[_Connection] = []  # open and between requests
 
     async def _connection(self) -> _Connection:
         while self._idle:
@@ -82,7 +81,6 @@ class LeanClient:
                 return conn
         loop = asyncio.get_running_loop()
         _, conn = await loop.create_connection(_Connection, self._host, self._port)
-        self._all.append(conn)
         return conn
 
     async def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
@@ -113,8 +111,8 @@ class LeanClient:
         return json.loads(data)
 
     async def aclose(self) -> None:
-        for conn in self._all:
+        """Close the idle connections (a connection in use closes when its request fails)."""
+        for conn in self._idle:
             if conn.transport is not None:
                 conn.transport.close()
-        self._all.clear()
         self._idle.clear()

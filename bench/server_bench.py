@@ -387,6 +387,27 @@ def report(summary_: dict[str, dict[str, dict[str, float]]]) -> str:
     return "\n".join(lines)
 
 
+def round_by_round(rounds: dict[str, dict[str, list[Any]]]) -> str:
+    """runs/s of each round, side by side: a server whose rate drifts as rounds go on shows
+    it here, not in the medians (the official dev server's fell round after round in our
+    runs, 163 -> 80 runs/s at c=32 over five; graphkeep's did not). The first round is each
+    server on an empty database."""
+    names = list(rounds)
+    lines = []
+    for key in rounds[names[0]]:
+        if not key.startswith(("wait_c", "thread_wait_c")):
+            continue
+        series = [[r["runs_per_s"] for r in rounds[name].get(key, [])] for name in names]
+        lines.append(
+            f"{key} runs/s by round: "
+            + "; ".join(f"{name} {series[i]}" for i, name in enumerate(names))
+        )
+        if len(series) == 2 and all(series):
+            ratios = [round(a / b, 2) for a, b in zip(series[0], series[1], strict=False) if b]
+            lines.append(f"{key} ratio by round ({names[0]} / {names[1]}): {ratios}")
+    return "\n".join(lines)
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="runs per level (c > 1)")
@@ -493,27 +514,6 @@ async def main() -> int:
     print(report(results["median"]))
     print(round_by_round(rounds))
     return 0
-
-
-def round_by_round(rounds: dict[str, dict[str, list[Any]]]) -> str:
-    """runs/s of each round, side by side: a server whose rate drifts as rounds go on shows
-    it here, not in the medians (the official dev server's fell round after round in our
-    runs, 163 -> 80 runs/s at c=32 over five; graphkeep's did not). The first round is each
-    server on an empty database."""
-    names = list(rounds)
-    lines = []
-    for key in rounds[names[0]]:
-        if not key.startswith(("wait_c", "thread_wait_c")):
-            continue
-        series = [[r["runs_per_s"] for r in rounds[name].get(key, [])] for name in names]
-        lines.append(
-            f"{key} runs/s by round: "
-            + "; ".join(f"{name} {series[i]}" for i, name in enumerate(names))
-        )
-        if len(series) == 2 and all(series):
-            ratios = [round(a / b, 2) for a, b in zip(series[0], series[1], strict=False) if b]
-            lines.append(f"{key} ratio by round ({names[0]} / {names[1]}): {ratios}")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
