@@ -11,16 +11,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import inspect
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
-from langgraph_sdk.runtime import _ExecutionRuntime, _ReadRuntime
+from langgraph_sdk.runtime import ServerRuntime
 
 from app.errors import NotFound
 from app.graphs.config import (
@@ -37,6 +38,24 @@ DEFAULT_GRAPH_NAME = "LangGraph"  # what langgraph names a graph that was not gi
 
 AccessContext = Literal["threads.create_run", "threads.update", "threads.read", "assistants.read"]
 GraphKind = Literal["compiled", "factory"]
+
+
+def _runtime_classes() -> tuple[type[Any], type[Any]]:
+    """The execution and the read runtime a factory receives, read off the SDK's public
+    `ServerRuntime` alias (their union) rather than imported by their private names.
+
+    The execution variant is the member that carries `context`. Any other shape of the
+    alias stops start-up here, naming the SDK, instead of handing factories a wrong object.
+    """
+    members = [get_origin(member) or member for member in get_args(ServerRuntime.__value__)]
+    execution = [m for m in members if "context" in {f.name for f in dataclasses.fields(m)}]
+    read = [m for m in members if m not in execution]
+    if len(execution) != 1 or len(read) != 1:
+        raise RuntimeError("langgraph_sdk.runtime.ServerRuntime is not the union this server knows")
+    return execution[0], read[0]
+
+
+EXECUTION_RUNTIME, READ_RUNTIME = _runtime_classes()
 
 
 @dataclass(frozen=True)
@@ -222,12 +241,12 @@ class GraphRegistry:
                 args.append(config)
             elif access_context == "threads.create_run":
                 args.append(
-                    _ExecutionRuntime(
+                    EXECUTION_RUNTIME(
                         access_context=access_context, user=user, store=store, context=context
                     )
                 )
             else:
-                args.append(_ReadRuntime(access_context=access_context, user=user, store=store))
+                args.append(READ_RUNTIME(access_context=access_context, user=user, store=store))
         return args
 
 

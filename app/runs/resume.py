@@ -17,12 +17,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from langgraph._internal._constants import CONFIG_KEY_STRICT_RESUME
-
 from app.errors import Conflict
 
-# The configurable key that turns on LangGraph's own check for one run.
-STRICT_RESUME_KEY = CONFIG_KEY_STRICT_RESUME
+# The configurable key that turns on LangGraph's own check for one run. LangGraph exports it
+# only from a private module (`langgraph._internal._constants.CONFIG_KEY_STRICT_RESUME`), so it
+# is spelt here; pyproject bounds langgraph to the minor CI ran, and
+# tests/e2e/test_runs_strict_resume.py::test_queued_strict_resume_fails_with_unknown_interrupt
+# fails if LangGraph stops reading this key.
+STRICT_RESUME_KEY = "__pregel_strict_resume"
 _INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")  # LangGraph's interrupt ids (xxh3_128 hex)
 
 

@@ -3,10 +3,13 @@ installs (constraints.txt, the running environment) fit every declared range."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any, get_args, get_origin
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -17,10 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # - fastapi: the flat route table (app/api/routing.py) relies on how the router matches;
 # - langgraph-sdk: custom auth reads the `Auth` object's registered handlers, which the SDK
 #   exposes only as attributes its server reads (app/auth/custom.py `registered`), and a graph
-#   factory's `runtime` argument is the SDK's `_ExecutionRuntime` / `_ReadRuntime` (the public
-#   `ServerRuntime` is only their type alias; graphs check the class, as langgraph's own SDK
-#   suite's factory graph does; app/graphs/registry.py);
-# - langgraph: the strict-resume config key (app/runs/resume.py, langgraph._internal).
+#   factory's `runtime` argument is built from the members of the public `ServerRuntime` alias
+#   (app/graphs/registry.py; the test below);
+# - langgraph: the strict-resume config key, which LangGraph exports only privately, so
+#   app/runs/resume.py spells it (the test below shows LangGraph still reads it).
 INTERNALS_USED = {"sqlalchemy", "asyncpg", "aiosqlite", "fastapi", "langgraph-sdk", "langgraph"}
 
 
@@ -51,3 +54,70 @@ def test_installed_and_pinned_versions_fit_the_declared_ranges() -> None:
         assert name in pins, f"{name} is not pinned in constraints.txt"
         assert req.specifier.contains(pins[name], prereleases=True), (name, pins[name])
         assert req.specifier.contains(version(name), prereleases=True), (name, version(name))
+
+
+def test_langgraph_reads_the_strict_resume_key_graphkeep_sets() -> None:
+    """app/runs/resume.py spells LangGraph's private config key; LangGraph must still act on
+    it: an unknown interrupt id is refused with the key, and ignored without it."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.errors import UnknownInterruptError
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import Command, interrupt
+    from typing_extensions import TypedDict
+
+    from app.runs.resume import STRICT_RESUME_KEY
+
+    class State(TypedDict, total=False):
+        answer: str
+
+    def ask(state: State) -> State:
+        return {"answer": str(interrupt("question?"))}
+
+    graph = StateGraph(State).add_node("ask", ask).add_edge(START, "ask")
+    app = graph.compile(checkpointer=InMemorySaver())
+    unknown = Command(resume={"0" * 32: "x"})
+    for thread, strict in (("lenient", False), ("strict", True)):
+        config: Any = {"configurable": {"thread_id": thread}}
+        app.invoke({}, config)
+        if strict:
+            config["configurable"][STRICT_RESUME_KEY] = True
+            with pytest.raises(UnknownInterruptError):
+                app.invoke(unknown, config)
+        else:
+            app.invoke(unknown, config)  # the interrupt stays pending
+        assert app.get_state(config).interrupts, thread
+
+
+def test_factories_get_the_members_of_the_public_server_runtime_alias() -> None:
+    from langgraph_sdk.runtime import ServerRuntime
+
+    from app.graphs.registry import EXECUTION_RUNTIME, READ_RUNTIME
+
+    members = {get_origin(m) or m for m in get_args(ServerRuntime.__value__)}
+    assert {EXECUTION_RUNTIME, READ_RUNTIME} == members
+    run = EXECUTION_RUNTIME(access_context="threads.create_run", store=None, context={"k": 1})
+    assert run.execution_runtime is run
+    read = READ_RUNTIME(access_context="threads.read", store=None)
+    assert read.execution_runtime is None
+
+
+def test_no_module_imports_a_private_name_of_a_dependency() -> None:
+    own = ("app", "graphkeep_client")
+    found = []
+    for root in (ROOT / "app", ROOT / "sdk" / "graphkeep_client"):
+        for path in root.rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules, names = [node.module], [alias.name for alias in node.names]
+                elif isinstance(node, ast.Import):
+                    modules, names = [alias.name for alias in node.names], []
+                else:
+                    continue
+                for module in modules:
+                    if module.split(".")[0] in own or module == "__future__":
+                        continue
+                    private = [p for p in module.split(".") if p.startswith("_")]
+                    private += [n for n in names if n.startswith("_")]
+                    if private:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {module} {private}")
+    assert not found, found
