@@ -28,7 +28,7 @@ import asyncio
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -36,11 +36,10 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.pool import Pool, PoolProxiedConnection, QueuePool
-from sqlalchemy.sql import ClauseElement
 from sqlalchemy.util import await_, greenlet_spawn
 
 from app.db.dialect import reader
-from app.db.direct_statement import DirectStatement, Step, Work
+from app.db.direct_statement import DirectStatement, Preparer, Step, Work
 from app.db.driver_errors import translate as _translate
 
 PARK_MAX = 4  # connections an executor keeps checked out between units, at most
@@ -110,7 +109,7 @@ def fast_executor(engine: AsyncEngine) -> DirectExecutor:
     )
 
 
-class DirectExecutor(Runner):
+class DirectExecutor(Preparer, Runner):
     """Runs `DirectStatement`s on connections of an engine opened with the autocommit
     options of `app.db.dialect.autocommit_read_options` (PostgreSQL: AUTOCOMMIT; SQLite: no
     automatic BEGIN)."""
@@ -136,7 +135,7 @@ class DirectExecutor(Runner):
         while it serves this executor (SET when taken from the pool, RESET before it goes
         back, so the pool's other users never see them); parking makes that once per burst.
         """
-        self._engine = autocommit_engine
+        super().__init__(autocommit_engine)
         self._dialect = autocommit_engine.dialect
         self._sqlite = self._dialect.name == "sqlite"
         if not self._sqlite and self._dialect.driver != "asyncpg":
@@ -152,7 +151,6 @@ class DirectExecutor(Runner):
         # simple-query protocol (no arguments): several statements in one round trip
         self._set_sql = "; ".join(f"SET {k} = {v}" for k, v in settings.items())
         self._reset_sql = "; ".join(f"RESET {k}" for k in settings)
-        self._prepared: dict[Hashable, DirectStatement] = {}
         # (connection, idle since, whether it took the session settings)
         self._parked: list[tuple[PoolProxiedConnection, float, bool]] = []
         self._park_loop: asyncio.AbstractEventLoop | None = None
@@ -168,19 +166,6 @@ class DirectExecutor(Runner):
     def pool(self) -> Pool:
         """The engine's pool (where this executor's connections come from and go back)."""
         return self._engine.sync_engine.pool
-
-    def prepare(
-        self, statement: ClauseElement, raw: Collection[str] = (), *, session_settings: bool = True
-    ) -> DirectStatement:
-        return DirectStatement(statement, self._engine, raw, session_settings=session_settings)
-
-    def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement:
-        """The statement `build` makes, compiled once per `key` (a statement family and its
-        filter shape: a bounded set)."""
-        found = self._prepared.get(key)
-        if found is None:
-            found = self._prepared[key] = self.prepare(build())
-        return found
 
     async def _unit(self, work: Work, out: list[Any] | None) -> None:
         if self._engine.sync_engine.dispatch.before_cursor_execute:

@@ -11,7 +11,7 @@ maps parameters to positions and rows to named tuples. The portable path
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.exc import InvalidRequestError
@@ -125,3 +125,27 @@ def _result_processor(type_: Any, dialect: Any) -> Callable[[Any], Any] | None:
 
 # (statement, driver argument lists): one step of a unit of work, ready to send
 Work = list[tuple[DirectStatement, list[list[Any]]]]
+
+
+class Preparer:
+    """Compiles statements for one engine, and keeps the ones callers name (both executors)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self._prepared: dict[Hashable, DirectStatement] = {}
+
+    def prepare(
+        self, statement: ClauseElement, raw: Collection[str] = (), *, session_settings: bool = True
+    ) -> DirectStatement:
+        return DirectStatement(statement, self._engine, raw, session_settings=session_settings)
+
+    def prepared(
+        self, key: Hashable, build: Callable[[], ClauseElement], *, session_settings: bool = True
+    ) -> DirectStatement:
+        """The statement `build` makes, compiled once per `key` (a statement family and its
+        filter shape: a bounded set) for this executor's engine."""
+        found = self._prepared.get(key)
+        if found is None:
+            found = self.prepare(build(), session_settings=session_settings)
+            self._prepared[key] = found
+        return found

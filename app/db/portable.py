@@ -11,34 +11,18 @@ Core alone.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql import ClauseElement
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.db.access import read, transaction
-from app.db.direct_statement import DirectStatement, Step
+from app.db.direct_statement import DirectStatement, Preparer, Step
 
 
-class PortableExecutor:
+class PortableExecutor(Preparer):
     """`DirectExecutor`'s interface (prepare, write, fetch, session) on SQLAlchemy Core."""
-
-    def __init__(self, engine: AsyncEngine) -> None:
-        self._engine = engine
-        self._prepared: dict[Hashable, DirectStatement] = {}
-
-    def prepare(
-        self, statement: ClauseElement, raw: Collection[str] = (), *, session_settings: bool = True
-    ) -> DirectStatement:
-        return DirectStatement(statement, self._engine, raw, session_settings=session_settings)
-
-    def prepared(self, key: Hashable, build: Callable[[], ClauseElement]) -> DirectStatement:
-        found = self._prepared.get(key)
-        if found is None:
-            found = self._prepared[key] = self.prepare(build())
-        return found
 
     async def write(self, *steps: Step) -> None:
         """The steps in one transaction (one autocommitted statement on PostgreSQL when the

@@ -24,11 +24,9 @@ plain `BaseCheckpointSaver` behaviour; only this view fences.
 
 from __future__ import annotations
 
-import weakref
+import functools
 from collections.abc import Callable
 from typing import Any
-
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.checkpoint import queries
@@ -43,10 +41,17 @@ from app.runs.attempt_queries import (
 )
 from app.runs.fencing import AttemptSuperseded, FencingToken, fence_params
 
-# Compiled once per engine (views are made per run attempt).
-_PREPARED: weakref.WeakKeyDictionary[AsyncEngine, tuple[DirectStatement, ...]] = (
-    weakref.WeakKeyDictionary()
-)
+
+def _sqlite_statement(at: int) -> Any:
+    return fenced_sqlite_statements()[at]
+
+
+# per dialect family: PostgreSQL's one-statement put and writes; SQLite's put, blobs, writes
+# and owner check
+_BUILDERS: dict[bool, tuple[Callable[[], Any], ...]] = {
+    True: (fenced_put, fenced_writes),
+    False: tuple(functools.partial(_sqlite_statement, at) for at in range(4)),
+}
 
 
 class FencedSaver(SQLSaver):
@@ -92,15 +97,12 @@ class FencedSaver(SQLSaver):
         await self._check(await self._direct.fetch(check, fence), "writes")
 
     def _prepared(self) -> tuple[DirectStatement, ...]:
-        prepared = _PREPARED.get(self.engine)
-        if prepared is None:
-            prepare = self._key_statement
-            if self._one_statement:
-                prepared = (prepare(fenced_put()), prepare(fenced_writes()))
-            else:
-                prepared = tuple(prepare(statement) for statement in fenced_sqlite_statements())
-            _PREPARED[self.engine] = prepared
-        return prepared
+        """The fenced statements, compiled once by the saver's executor (views are made per
+        run attempt; the executor lives as long as the server)."""
+        return tuple(
+            self._direct.prepared(("fenced", at), build, session_settings=False)
+            for at, build in enumerate(_BUILDERS[self._one_statement])
+        )
 
     async def _check(self, rows: list[Any], what: str) -> None:
         if not rows or not rows[0].owned:
