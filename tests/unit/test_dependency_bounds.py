@@ -15,7 +15,9 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[2]
 # The internals graphkeep cannot avoid, each bounded to the minor CI tested:
-# - aiosqlite: the SQLite fast path runs a whole unit in its worker thread (app/db/direct.py);
+# - aiosqlite: the SQLite fast path runs a whole unit in its worker thread (app/db/direct.py;
+#   on aiosqlite's public calls, a hop per step, the SQLite put fell to 0.78x the official
+#   saver: docs/architecture.md);
 # - sqlalchemy, asyncpg: the fast path's drivers (app/db/direct.py, app/db/driver_errors.py);
 # - fastapi: the flat route table (app/api/routing.py) relies on how the router matches;
 # - langgraph-sdk: custom auth reads the `Auth` object's registered handlers, which the SDK
