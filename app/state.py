@@ -73,6 +73,7 @@ class AppState:
         if self.background:
             await asyncio.gather(*self.background, return_exceptions=True)
         await self.exit_stack.aclose()
+        await self.direct.aclose()
         await self.engine.dispose()
 
 

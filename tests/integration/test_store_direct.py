@@ -244,6 +244,33 @@ async def test_dispose_closes_parked_connections(db_url: str) -> None:
     assert not parked[0].is_valid
 
 
+async def test_aclose_returns_parked_connections_and_waits_for_returns(db_url: str) -> None:
+    engine = create_engine(db_url)
+    try:
+        store = SQLStore(engine)
+        executor = store._shared.direct.executor
+        await store.aput(("a",), "k1", {"v": 1})
+        assert executor.pool.checkedout() == 1  # parked
+        executor._expire()  # nothing idle long enough yet: still parked
+        assert executor.pool.checkedout() == 1
+        await executor.aclose()
+        assert executor._parked == [] and executor.pool.checkedout() == 0
+
+        # a return already under way (the idle expiry's task) is waited for too
+        await store.aput(("a",), "k2", {"v": 2})
+        executor._parked = [(p, since - PARK_SECONDS, s) for p, since, s in executor._parked]
+        executor._expire()
+        assert executor._closing and executor.pool.checkedout() == 1
+        await executor.aclose()
+        assert not executor._closing and executor.pool.checkedout() == 0
+        # still usable: the next unit takes a connection from the pool
+        assert (await store.aget(("a",), "k2")) is not None
+        await store.adelete(("a",), "k1")
+        await store.adelete(("a",), "k2")
+    finally:
+        await engine.dispose()
+
+
 async def test_store_statements_plan_generically_on_postgresql(
     engine: AsyncEngine, store: SQLStore
 ) -> None:
