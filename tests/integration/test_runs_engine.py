@@ -136,7 +136,9 @@ async def test_a_wait_queued_longer_than_a_heartbeat_sends_keepalives(make_clien
     """While its run waits in the queue, runs/wait still sends a keep-alive every heartbeat
     (the first one comes from the wait for the run's wake-up), then the run's output."""
     client = await make_client(workers=1, stream_keepalive_seconds=0.2)
-    await _occupy_the_worker(client, 1.0)
+    # 2 s: on a loaded machine `_occupy_the_worker` may see the busy run `running` well into
+    # its sleep (1 s was once not enough for a single heartbeat)
+    await _occupy_the_worker(client, 2.0)
     queued_thread = await _thread(client)
     body = {"assistant_id": "steps", "input": {"tag": "q"}}
     r = await client.post(f"/threads/{queued_thread}/runs/wait", json=body)
