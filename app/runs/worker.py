@@ -105,12 +105,7 @@ class WorkerPool:
                 claimed = False
                 if self._free_slots() > 0 and await self._alive():
                     await self._maintain()
-                    run = await queue.claim(
-                        self.engine, worker_id=self.worker_id, lease_seconds=self.lease_seconds
-                    )
-                    if run is not None and not self._stopping:
-                        self._launch(run)
-                        claimed = True
+                    claimed = await self._claim_one()
                 if self._claim_failures:
                     log.warning(
                         "claiming runs works again", extra={"failures": self._claim_failures}
@@ -132,6 +127,26 @@ class WorkerPool:
             except Exception:
                 log.exception("claiming runs failed; retrying")
             await self._sleep()
+
+    async def _claim_one(self) -> bool:
+        """Claim and start one run, on a slot reserved before the claim's round trip: a run
+        created here meanwhile (direct dispatch, `try_reserve`) cannot take the same slot, so
+        no more than `concurrency` runs ever execute at once."""
+        if not self.try_reserve():
+            return False
+        run: queue.ClaimedRun | None = None
+        try:
+            run = await queue.claim(
+                self.engine, worker_id=self.worker_id, lease_seconds=self.lease_seconds
+            )
+        finally:
+            if run is None or self._stopping:
+                self.unreserve()
+        if run is None or self._stopping:
+            return False
+        self._reserved -= 1
+        self._launch(run)
+        return True
 
     async def _sleep(self) -> None:
         self.hub.queue_wakeup.clear()

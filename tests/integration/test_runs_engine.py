@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.db.tables import run_events, runs
 from app.db.types import utcnow
+from app.runs import queue
 
 
 async def _thread(client: httpx.AsyncClient) -> str:
@@ -100,6 +101,54 @@ async def _occupy_the_worker(client: httpx.AsyncClient, seconds: float) -> None:
     raise AssertionError("the busy run never started")
 
 
+async def test_a_claim_under_way_keeps_its_slot_from_a_run_created_meanwhile(
+    make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One worker slot, and the dispatcher's claim is in flight (held here at its start): a
+    run created meanwhile must not take the slot by direct dispatch, or the claim would then
+    start a second run next to it. (Before: the dispatcher checked for a free slot, awaited
+    its claim, and started what it claimed; under load the queued run of
+    test_a_wait_queued_longer_than_a_heartbeat_sends_keepalives ran beside the busy one.)"""
+    client = await make_client(workers=1)
+    entered, release = asyncio.Event(), asyncio.Event()
+    real_claim = queue.claim
+    held = False
+
+    async def held_claim(*args: Any, **kwargs: Any) -> Any:
+        nonlocal held
+        if not held:
+            held = True
+            entered.set()
+            await release.wait()
+        return await real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "claim", held_claim)
+    await asyncio.wait_for(entered.wait(), timeout=5)  # the next poll's claim is under way
+    busy_thread, quick_thread = await _thread(client), await _thread(client)
+    busy = {"assistant_id": "steps", "input": {"tag": "busy", "sleep": 1.5}}
+    first = (await client.post(f"/threads/{busy_thread}/runs", json=busy)).json()
+    quick = {"assistant_id": "steps", "input": {"tag": "quick"}}
+    second = (await client.post(f"/threads/{quick_thread}/runs", json=quick)).json()
+    assert first["status"] == second["status"] == "pending"  # the slot is the claim's
+    release.set()
+
+    async def status(thread_id: str, run: dict[str, Any]) -> str:
+        got = await client.get(f"/threads/{thread_id}/runs/{run['run_id']}")
+        return str(got.json()["status"])
+
+    for _ in range(300):
+        if await status(busy_thread, first) == "running":
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the claim never started the first run")
+    for _ in range(5):  # while the first runs (1.5 s), the second waits for the one slot
+        assert await status(quick_thread, second) == "pending"
+        await asyncio.sleep(0.1)
+    await client.get(f"/threads/{quick_thread}/runs/{second['run_id']}/join")
+    assert await status(busy_thread, first) == "success"
+
+
 async def test_a_wait_queued_behind_busy_workers_reads_nothing_until_its_run_starts(
     make_client: Any, engine: AsyncEngine
 ) -> None:
@@ -136,9 +185,7 @@ async def test_a_wait_queued_longer_than_a_heartbeat_sends_keepalives(make_clien
     """While its run waits in the queue, runs/wait still sends a keep-alive every heartbeat
     (the first one comes from the wait for the run's wake-up), then the run's output."""
     client = await make_client(workers=1, stream_keepalive_seconds=0.2)
-    # 2 s: on a loaded machine `_occupy_the_worker` may see the busy run `running` well into
-    # its sleep (1 s was once not enough for a single heartbeat)
-    await _occupy_the_worker(client, 2.0)
+    await _occupy_the_worker(client, 1.0)
     queued_thread = await _thread(client)
     body = {"assistant_id": "steps", "input": {"tag": "q"}}
     r = await client.post(f"/threads/{queued_thread}/runs/wait", json=body)
