@@ -160,23 +160,26 @@ async def pg_database(action: str, name: str) -> None:
 
 @asynccontextmanager
 async def langgraph_dev_server(
-    tmp: Path, say: Callable[[str], None] = lambda _message: None
+    tmp: Path, say: Callable[[str], None] = lambda _message: None, *, file_persistence: bool = True
 ) -> AsyncIterator[str]:
     """The official `langgraph dev` (in-memory) from its own venv on a free loopback port,
-    serving `tmp/langgraph.json`; yields its URL."""
-    async with langgraph_dev_process(tmp, say) as (url, _proc):
+    serving `tmp/langgraph.json`; yields its URL. `file_persistence=False` turns off its
+    pickling of all its data to disk every 10 s (LANGGRAPH_DISABLE_FILE_PERSISTENCE)."""
+    async with langgraph_dev_process(tmp, say, file_persistence=file_persistence) as (url, _):
         yield url
 
 
 @asynccontextmanager
 async def langgraph_dev_process(
-    tmp: Path, say: Callable[[str], None] = lambda _message: None
+    tmp: Path, say: Callable[[str], None] = lambda _message: None, *, file_persistence: bool = True
 ) -> AsyncIterator[tuple[str, subprocess.Popen[bytes]]]:
     """As langgraph_dev_server, yielding the process too (its pid: RSS, CPU time)."""
     say("installing / finding langgraph-cli[inmem] in .bench-venvs/")
     exe = await asyncio.to_thread(install_langgraph_dev)
     port = free_port()
     env = clean_env(LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false")
+    if not file_persistence:
+        env["LANGGRAPH_DISABLE_FILE_PERSISTENCE"] = "true"
     cmd = [str(exe), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
     cmd += ["--no-reload", "--config", str(tmp / "langgraph.json")]
     with process(cmd, env, tmp / "langgraph-dev.log", tmp) as proc:

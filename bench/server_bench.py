@@ -441,6 +441,12 @@ async def main() -> int:
     )
     parser.add_argument("--skip-official", action="store_true")
     parser.add_argument(
+        "--official-memory-only",
+        action="store_true",
+        help="run langgraph dev without its file persistence (it pickles all its threads, runs "
+        "and checkpoints to disk every 10 s): nothing it holds survives a restart",
+    )
+    parser.add_argument(
         "--client",
         choices=("lean", "httpx"),
         default="lean",
@@ -497,7 +503,11 @@ async def main() -> int:
             targets.append(Target(ENCRYPTED, url, database, pid, args.client))
         elif not args.skip_official:
             try:
-                url = await stack.enter_async_context(langgraph_dev_server(tmp, progress))
+                url = await stack.enter_async_context(
+                    langgraph_dev_server(
+                        tmp, progress, file_persistence=not args.official_memory_only
+                    )
+                )
                 targets.append(Target("langgraph_dev", url, client=args.client))
             except RuntimeError as exc:
                 results["langgraph_dev_error"] = str(exc)[-2000:]
