@@ -307,24 +307,25 @@ class DirectExecutor(Preparer, Runner):
             wait = self._parked[0][1] + self._park_seconds - now
             self._expiry = self._park_loop.call_later(max(wait, 0.001), self._expire)
 
+    def _take_parked(self) -> list[tuple[PoolProxiedConnection, float, bool]]:
+        """Take every parked connection (and stop the idle expiry): the caller returns them."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        parked, self._parked = self._parked, []
+        return parked
+
     async def aclose(self) -> None:
         """Return every parked connection to the pool and wait for the returns under way
         (`_expire`'s), so no driver call outlives the server's event loop: on SQLite a return
         is a rollback on aiosqlite's thread, which fails with "Event loop is closed" when it
         finishes after the loop. The server calls this before `engine.dispose()`."""
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        parked, self._parked = self._parked, []
-        returns = [self._return(pooled, settled) for pooled, _since, settled in parked]
+        returns = [self._return(pooled, settled) for pooled, _since, settled in self._take_parked()]
         await asyncio.gather(*returns, *list(self._closing), return_exceptions=True)
 
     def _unpark_all(self) -> None:
         """On `engine.dispose()` (in its greenlet): close every parked connection."""
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        parked, self._parked = self._parked, []
+        parked = self._take_parked()
         for pooled, _since, _settled in parked:
             pooled.invalidate()  # closes it: its pool is gone, a check-in would not
             pooled.close()

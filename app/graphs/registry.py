@@ -40,22 +40,23 @@ AccessContext = Literal["threads.create_run", "threads.update", "threads.read", 
 GraphKind = Literal["compiled", "factory"]
 
 
-def _runtime_classes() -> tuple[type[Any], type[Any]]:
+def runtime_classes(alias: Any = ServerRuntime) -> tuple[type[Any], type[Any]]:
     """The execution and the read runtime a factory receives, read off the SDK's public
     `ServerRuntime` alias (their union) rather than imported by their private names.
 
     The execution variant is the member that carries `context`. Any other shape of the
     alias stops start-up here, naming the SDK, instead of handing factories a wrong object.
     """
-    members = [get_origin(member) or member for member in get_args(ServerRuntime.__value__)]
-    execution = [m for m in members if "context" in {f.name for f in dataclasses.fields(m)}]
-    read = [m for m in members if m not in execution]
-    if len(execution) != 1 or len(read) != 1:
+    members = [get_origin(member) or member for member in get_args(alias.__value__)]
+    classes = [m for m in members if dataclasses.is_dataclass(m) and isinstance(m, type)]
+    execution = [m for m in classes if "context" in {f.name for f in dataclasses.fields(m)}]
+    read = [m for m in classes if m not in execution]
+    if len(members) != 2 or len(execution) != 1 or len(read) != 1:
         raise RuntimeError("langgraph_sdk.runtime.ServerRuntime is not the union this server knows")
     return execution[0], read[0]
 
 
-EXECUTION_RUNTIME, READ_RUNTIME = _runtime_classes()
+EXECUTION_RUNTIME, READ_RUNTIME = runtime_classes()
 
 
 @dataclass(frozen=True)

@@ -59,17 +59,19 @@ class FencedSaver(SQLSaver):
 
     token: FencingToken
     on_refused: Callable[[AttemptSuperseded], None]
+    # the fenced statements, compiled once by the saver's executor, looked up once per view
+    statements: tuple[DirectStatement, ...]
 
     async def _store_checkpoint(
         self, key: dict[str, str], row: dict[str, Any], blob_rows: list[dict[str, Any]]
     ) -> None:
         fence = fence_params(self.token)
         if self._one_statement:
-            put, _ = self._prepared()
+            put, _ = self.statements
             params = {**row, **queries.blob_params(key, blob_rows), **fence}
             await self._check(await self._direct.fetch(put, params), "checkpoint")
             return
-        put, blobs, _, check = self._prepared()
+        put, blobs, _, check = self.statements
         await self._direct.write(
             (blobs, [{**r, **fence} for r in blob_rows]), (put, [{**row, **fence}])
         )
@@ -77,7 +79,7 @@ class FencedSaver(SQLSaver):
 
     async def _store_writes(self, rows: list[dict[str, Any]]) -> None:
         if self._one_statement:
-            _, writes = self._prepared()
+            _, writes = self.statements
             # one statement may not upsert a key twice: keep the last special write of a
             # key (it replaces), the first regular one (kept as first written)
             unique: dict[int, dict[str, Any]] = {}
@@ -92,17 +94,9 @@ class FencedSaver(SQLSaver):
             await self._check(await self._direct.fetch(writes, params), "writes")
             return
         fence = fence_params(self.token)
-        _, _, writes, check = self._prepared()
+        _, _, writes, check = self.statements
         await self._direct.write((writes, [{**r, **fence} for r in rows]))
         await self._check(await self._direct.fetch(check, fence), "writes")
-
-    def _prepared(self) -> tuple[DirectStatement, ...]:
-        """The fenced statements, compiled once by the saver's executor (views are made per
-        run attempt; the executor lives as long as the server)."""
-        return tuple(
-            self._direct.prepared(("fenced", at), build, session_settings=False)
-            for at, build in enumerate(_BUILDERS[self._one_statement])
-        )
 
     async def _check(self, rows: list[Any], what: str) -> None:
         if not rows or not rows[0].owned:
@@ -123,4 +117,8 @@ def fenced(
     view.__dict__.update(vars(saver))
     view.token = token
     view.on_refused = on_refused
+    view.statements = tuple(
+        saver._direct.prepared(("fenced", at), build, session_settings=False)
+        for at, build in enumerate(_BUILDERS[saver._one_statement])
+    )
     return view

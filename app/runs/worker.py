@@ -134,15 +134,15 @@ class WorkerPool:
         no more than `concurrency` runs ever execute at once."""
         if not self.try_reserve():
             return False
-        run: queue.ClaimedRun | None = None
         try:
             run = await queue.claim(
                 self.engine, worker_id=self.worker_id, lease_seconds=self.lease_seconds
             )
-        finally:
-            if run is None or self._stopping:
-                self.unreserve()
+        except BaseException:
+            self.unreserve()
+            raise
         if run is None or self._stopping:
+            self.unreserve()
             return False
         self._reserved -= 1
         self._launch(run)

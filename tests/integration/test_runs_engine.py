@@ -123,14 +123,16 @@ async def test_a_claim_under_way_keeps_its_slot_from_a_run_created_meanwhile(
         return await real_claim(*args, **kwargs)
 
     monkeypatch.setattr(queue, "claim", held_claim)
-    await asyncio.wait_for(entered.wait(), timeout=5)  # the next poll's claim is under way
-    busy_thread, quick_thread = await _thread(client), await _thread(client)
-    busy = {"assistant_id": "steps", "input": {"tag": "busy", "sleep": 1.5}}
-    first = (await client.post(f"/threads/{busy_thread}/runs", json=busy)).json()
-    quick = {"assistant_id": "steps", "input": {"tag": "quick"}}
-    second = (await client.post(f"/threads/{quick_thread}/runs", json=quick)).json()
-    assert first["status"] == second["status"] == "pending"  # the slot is the claim's
-    release.set()
+    try:
+        await asyncio.wait_for(entered.wait(), timeout=5)  # the next poll's claim is under way
+        busy_thread, quick_thread = await _thread(client), await _thread(client)
+        busy = {"assistant_id": "steps", "input": {"tag": "busy", "sleep": 1.5}}
+        first = (await client.post(f"/threads/{busy_thread}/runs", json=busy)).json()
+        quick = {"assistant_id": "steps", "input": {"tag": "quick"}}
+        second = (await client.post(f"/threads/{quick_thread}/runs", json=quick)).json()
+        assert first["status"] == second["status"] == "pending"  # the slot is the claim's
+    finally:
+        release.set()  # a failed check must not leave the dispatcher held at teardown
 
     async def status(thread_id: str, run: dict[str, Any]) -> str:
         got = await client.get(f"/threads/{thread_id}/runs/{run['run_id']}")
@@ -147,6 +149,30 @@ async def test_a_claim_under_way_keeps_its_slot_from_a_run_created_meanwhile(
         await asyncio.sleep(0.1)
     await client.get(f"/threads/{quick_thread}/runs/{second['run_id']}/join")
     assert await status(busy_thread, first) == "success"
+
+
+async def test_a_failed_claim_gives_its_slot_back(
+    make_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim that raises (a database error mid-claim) returns the slot it reserved: the one
+    slot still runs the next run."""
+    client = await make_client(workers=1)
+    real_claim = queue.claim
+    failed = asyncio.Event()
+
+    async def failing_claim(*args: Any, **kwargs: Any) -> Any:
+        if not failed.is_set():
+            failed.set()
+            raise RuntimeError("claim failed")
+        return await real_claim(*args, **kwargs)
+
+    monkeypatch.setattr(queue, "claim", failing_claim)
+    await asyncio.wait_for(failed.wait(), timeout=5)
+    tid = await _thread(client)
+    body = {"assistant_id": "steps", "input": {"tag": "after"}}
+    # a leaked slot would leave the run pending for ever
+    r = await asyncio.wait_for(client.post(f"/threads/{tid}/runs/wait", json=body), timeout=10)
+    assert r.status_code == 200 and r.json()["trail"] == ["a", "b", "c"]
 
 
 async def test_a_wait_queued_behind_busy_workers_reads_nothing_until_its_run_starts(

@@ -103,6 +103,26 @@ def test_factories_get_the_members_of_the_public_server_runtime_alias() -> None:
     assert read.execution_runtime is None
 
 
+def test_an_unknown_shape_of_the_server_runtime_alias_stops_start_up() -> None:
+    from dataclasses import dataclass
+
+    from typing_extensions import TypeAliasType
+
+    from app.graphs.registry import runtime_classes
+
+    @dataclass
+    class NoContext:
+        user: Any = None
+
+    @dataclass
+    class AlsoNoContext:
+        user: Any = None
+
+    for value in (NoContext | AlsoNoContext, int | NoContext, NoContext):
+        with pytest.raises(RuntimeError, match="ServerRuntime"):
+            runtime_classes(TypeAliasType("Changed", value))
+
+
 def test_no_module_imports_a_private_name_of_a_dependency() -> None:
     own = ("app", "graphkeep_client")
     found = []
