@@ -9,6 +9,7 @@ of socket send (asyncpg writes each exchange in one send: the round trips). asyn
 protocol methods are invisible to cProfile, hence these. Call counts do not depend on load.
 
     python bench/run_roundtrips.py [--runs 50] [--clients 1] [--pool-size 0] [--top 0] [--sql]
+                                   [--by-package]
 
 `--sql` also lists the statements sent per run (asyncpg's Python entry points wrapped while the
 profile runs), so a count can be tied to the code that sends it.
@@ -76,7 +77,14 @@ RECORDING = False
 
 
 async def _measure(
-    db: str, runs: int, top: int, clients: int, sort: str, pool_size: int = 0, workers: int = 0
+    db: str,
+    runs: int,
+    top: int,
+    clients: int,
+    sort: str,
+    pool_size: int = 0,
+    workers: int = 0,
+    by_package: bool = False,
 ) -> dict[str, float]:
     global RECORDING
     import httpx
@@ -132,7 +140,31 @@ async def _measure(
             counts[key] = round(counts.get(key, 0) + calls / runs, 2)
     if top:
         stats.sort_stats(sort).print_stats(top)
+    if by_package:
+        _print_by_package(stats, runs)
     return counts
+
+
+def _package(file: str) -> str:
+    """The package a profiled function belongs to: site-packages/<name>, app/<domain>, or stdlib."""
+    if "site-packages/" in file:
+        return file.split("site-packages/", 1)[1].split("/", 1)[0]
+    if f"{ROOT}/app/" in file:
+        return "app/" + file.split(f"{ROOT}/app/", 1)[1].split("/", 1)[0].removesuffix(".py")
+    if file.startswith("~") or file.startswith("<"):
+        return "builtins"
+    return "stdlib/" + Path(file).stem if "asyncio" not in file else "stdlib/asyncio"
+
+
+def _print_by_package(stats: pstats.Stats, runs: int) -> None:
+    """Own time (tottime) per run summed by package: where the CPU of a run goes."""
+    totals: collections.Counter[str] = collections.Counter()
+    for (file, _line, _name), (_cc, _calls, tottime, *_rest) in stats.stats.items():  # type: ignore[attr-defined]
+        totals[_package(file)] += tottime
+    whole = sum(totals.values())
+    print(f"own time per run under the profiler: {1000 * whole / runs:.2f} ms")
+    for package, seconds in totals.most_common(25):
+        print(f"{1000 * seconds / runs:7.3f} ms  {100 * seconds / whole:5.1f} %  {package}")
 
 
 async def _client(one: Callable[[], Any], count: int) -> None:
@@ -155,6 +187,9 @@ async def main() -> int:
     )
     parser.add_argument("--sort", default="tottime", help="cProfile order for --top")
     parser.add_argument("--sql", action="store_true", help="also list statements per run")
+    parser.add_argument(
+        "--by-package", action="store_true", help="also print own CPU time per run by package"
+    )
     args = parser.parse_args()
     if args.sql:
         _record_statements()
@@ -163,7 +198,14 @@ async def main() -> int:
     try:
         args.runs -= args.runs % args.clients
         counts = await _measure(
-            db, args.runs, args.top, args.clients, args.sort, args.pool_size, args.workers
+            db,
+            args.runs,
+            args.top,
+            args.clients,
+            args.sort,
+            args.pool_size,
+            args.workers,
+            args.by_package,
         )
     finally:
         await pg_database("drop", db)

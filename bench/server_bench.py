@@ -268,13 +268,13 @@ async def graphkeep_server(
     # made this CPU-bound event loop slower, not faster (2 cores, c=8 / c=32 runs/s, same
     # session: workers 4, pool 10 + 10: 146 / 144; workers 8, 16 + 4: 135 / 127; workers 32,
     # 48 + 16: 108 / 104).
-    for name, value in (
+    for variable, value in (  # not `name`: that is the database the finally drops
         ("GRAPHKEEP_WORKERS", args.workers),
         ("GRAPHKEEP_DB_POOL_SIZE", args.pool_size),
         ("GRAPHKEEP_DB_MAX_OVERFLOW", args.max_overflow),
     ):
         if value is not None:
-            extra[name] = str(value)
+            extra[variable] = str(value)
     env = clean_env(GRAPHKEEP_DATABASE_URL=db_url, GRAPHKEEP_LOG_LEVEL="WARNING", **extra)
     try:
         await asyncio.to_thread(
