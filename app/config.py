@@ -112,6 +112,12 @@ class Settings(BaseSettings):
     sweep_interval_seconds: float = Field(
         60.0, gt=0, description="How often retention and TTL sweepers run."
     )
+    planner_stats_interval_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="PostgreSQL: how often to check whether a young table has grown enough to "
+        "analyze (fresh plans before autovacuum gets to it); 0: never.",
+    )
     store_max_value_bytes: int = Field(
         1024 * 1024, ge=1024, description="Largest Store item value (JSON bytes); above it: 413."
     )

@@ -49,6 +49,7 @@ from app.db.engine import create_engine
 from app.db.executor import Executor
 from app.graphs.config import GraphConfigError, ServerConfig, read_config
 from app.graphs.registry import load_registry
+from app.ops.planner_stats import keep_planner_stats
 from app.ops.retention import build_sweepers
 from app.protocols.routes import install_protocols
 from app.runs.engine import open_run_engine
@@ -157,6 +158,18 @@ async def _start_retention(state: AppState) -> None:
         state.spawn(loop, name=name)
 
 
+async def _start_planner_stats(state: AppState) -> None:
+    # PostgreSQL only: fresh statistics while the tables are young (app/ops/planner_stats.py).
+    interval = state.settings.planner_stats_interval_seconds
+    if interval > 0 and state.engine.dialect.name == "postgresql":
+        keeper = keep_planner_stats(
+            state.engine,
+            interval_seconds=interval,
+            timeout_seconds=state.settings.db_timeout_seconds,
+        )
+        state.spawn(keeper, name="gk-planner-stats")
+
+
 async def _start_crons(state: AppState) -> None:
     # The cron API everywhere; the scheduler only where runs execute (serve with workers,
     # `graphkeep worker`): any number of them may run, each due time fires once.
@@ -182,6 +195,7 @@ def startup_steps() -> list[StartupStep]:
         _ensure_system_assistants,
         _attach_runs,
         _start_retention,
+        _start_planner_stats,
         _start_crons,
     ]
 

@@ -1,9 +1,10 @@
 """Statements of the ops tools: pure builders (no connection, no I/O).
 
 `graphkeep doctor` (generic over the schema's tables), the retention sweeps, the readiness
-probe and the queue gauge. The sweeps and the gauge work across every tenant on purpose: they
-are operator tasks, never reachable from a request, and a row they change is addressed by its
-own `tenant_id` (the documented exception to "every statement takes the caller's tenant_id").
+probe, the queue gauge and the planner-statistics keeper. The sweeps, the gauge and the keeper
+work across every tenant on purpose: they are operator tasks, never reachable from a request,
+and a row they change is addressed by its own `tenant_id` (the documented exception to "every
+statement takes the caller's tenant_id"); the keeper reads and refreshes table statistics only.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from sqlalchemy import (
     Update,
     and_,
     cast,
+    column,
     delete,
     func,
     select,
+    table,
     text,
     update,
 )
+from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Delete, ReturningDelete
 from sqlalchemy.types import TypeDecorator
 
@@ -165,3 +169,31 @@ def expired_run_events(now: datetime) -> Delete:
     return delete(run_events).where(
         and_(run_events.c.expires_at.is_not(None), run_events.c.expires_at <= now)
     )
+
+
+_TABLE_STATS = table(
+    "pg_stat_user_tables",
+    column("relname"),
+    column("schemaname"),
+    column("n_live_tup"),
+    column("n_mod_since_analyze"),
+)
+
+
+def grown_tables(names: list[str], floor_rows: int) -> Select[str]:
+    """PostgreSQL: which of `names` (in the current schema) had at least `floor_rows` rows, and
+    at least half their rows, changed since their last analysis (a table that only grew has
+    doubled)."""
+    stats = _TABLE_STATS.c
+    return select(stats.relname).where(
+        stats.schemaname == func.current_schema(),
+        stats.relname.in_(names),
+        stats.n_mod_since_analyze >= floor_rows,
+        2 * stats.n_mod_since_analyze >= stats.n_live_tup,
+    )
+
+
+def analyze(dialect: Dialect, name: str) -> TextClause:
+    """PostgreSQL: ANALYZE one of graphkeep's own tables (`name` comes from the schema's
+    metadata, never from a request), skipping it if another session holds it."""
+    return text(f"ANALYZE (SKIP_LOCKED) {dialect.identifier_preparer.quote(name)}")

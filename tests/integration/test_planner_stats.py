@@ -1,0 +1,153 @@
+"""The planner-statistics keeper (PostgreSQL): a generic plan cached while a table was empty
+reads the whole table once it has grown, until its statistics change; the keeper analyzes a
+grown table so the cached plan is replanned, and leaves an unchanged one alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from app.config import Settings
+from app.db import migrate
+from app.db.engine import create_engine
+from app.main import create_app
+from app.ops.planner_stats import FLOOR_ROWS, analyze_grown_tables
+from tests.conftest import create_pg_database, drop_pg_database
+
+pytestmark = pytest.mark.postgres
+
+LOOKUP = "SELECT run_id FROM runs WHERE run_id = $1 AND tenant_id = $2"
+ROWS = 3 * FLOOR_ROWS
+
+
+@pytest.fixture
+def fresh_pg(pg_url: str) -> Iterator[str]:
+    """A migrated database of its own: table statistics are per database."""
+    url = create_pg_database("gk_planstats")
+    try:
+        asyncio.run(_migrate(url))
+        yield url
+    finally:
+        drop_pg_database(url)
+
+
+async def _migrate(url: str) -> None:
+    engine = create_engine(url, null_pool=True)
+    try:
+        await migrate.upgrade(engine)
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def raw(fresh_pg: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain session, as a pooled serving connection is: its prepared plans live with it."""
+    dsn = make_url(fresh_pg).set(drivername="postgresql").render_as_string(hide_password=False)
+    conn = await asyncpg.connect(dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def _grow(conn: asyncpg.Connection, rows: int) -> None:
+    """`rows` threads with one run each, all of one tenant; their counts reach the statistics
+    views at once (pg_stat_force_next_flush, PostgreSQL 15+)."""
+    await conn.execute(
+        "INSERT INTO threads (thread_id, tenant_id, status, metadata, config, values, "
+        "interrupts, created_at, updated_at, state_updated_at) "
+        "SELECT 'th' || g, 't', 'idle', '{}', '{}', '{}', '{}', now(), now(), now() "
+        "FROM generate_series(1, $1) AS g",
+        rows,
+    )
+    await conn.execute(
+        "INSERT INTO runs (run_id, tenant_id, thread_id, assistant_id, graph_id, status, "
+        "metadata, kwargs, multitask_strategy, created_at, updated_at, available_at) "
+        "SELECT 'r' || g, 't', 'th' || g, 'a', 'g', 'success', '{}', '{}', 'reject', now(), "
+        "now(), now() FROM generate_series(1, $1) AS g",
+        rows,
+    )
+    await conn.execute("SELECT pg_stat_force_next_flush()")
+
+
+async def _cached_plan(conn: asyncpg.Connection) -> dict[str, Any]:
+    text = await conn.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lookup('r1', 't')")
+    plan: dict[str, Any] = json.loads(text)[0]["Plan"]
+    return plan
+
+
+async def test_a_grown_table_is_analyzed_and_its_cached_plan_replanned(
+    fresh_pg: str, raw: asyncpg.Connection
+) -> None:
+    await raw.execute(f"PREPARE lookup(varchar, varchar) AS {LOOKUP}")
+    for _ in range(6):  # from the sixth execution on, PostgreSQL may keep a generic plan
+        await raw.execute("EXECUTE lookup('r1', 't')")
+    await _grow(raw, ROWS)
+
+    before = await _cached_plan(raw)
+    # The plan made on the empty table: run_id is not its index condition, so it reads every
+    # run of the tenant (or every run) to find one.
+    assert before.get("Index Name") != "pk_runs", before
+    assert before.get("Rows Removed by Filter", 0) >= ROWS - 1, before
+
+    engine = create_engine(fresh_pg, null_pool=True)
+    try:
+        analyzed = await analyze_grown_tables(engine, timeout_seconds=10)
+        assert {"runs", "threads"} <= set(analyzed), analyzed
+        assert "assistants" not in analyzed  # unchanged since created
+
+        after = await _cached_plan(raw)
+        assert after["Index Name"] == "pk_runs", after
+        assert after.get("Rows Removed by Filter", 0) == 0, after
+
+        # analyzed: nothing grew since, nothing to do
+        assert await analyze_grown_tables(engine, timeout_seconds=10) == []
+    finally:
+        await engine.dispose()
+
+
+async def test_a_table_below_the_floor_is_left_to_autovacuum(
+    fresh_pg: str, raw: asyncpg.Connection
+) -> None:
+    await _grow(raw, FLOOR_ROWS - 1)
+    engine = create_engine(fresh_pg, null_pool=True)
+    try:
+        assert await analyze_grown_tables(engine, timeout_seconds=10) == []
+    finally:
+        await engine.dispose()
+
+
+async def test_the_server_analyzes_a_grown_table_on_its_own(
+    fresh_pg: str, raw: asyncpg.Connection
+) -> None:
+    app = create_app(Settings(database_url=fresh_pg, workers=0, planner_stats_interval_seconds=0.1))
+    async with app.router.lifespan_context(app):
+        await _grow(raw, ROWS)
+        deadline = time.monotonic() + 15
+        analyzed = None
+        while time.monotonic() < deadline and analyzed is None:
+            await asyncio.sleep(0.1)
+            analyzed = await raw.fetchval(
+                "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'runs'"
+            )
+    assert analyzed is not None, "the server did not analyze the grown runs table"
+
+
+async def test_no_check_runs_when_the_interval_is_zero(
+    fresh_pg: str, raw: asyncpg.Connection
+) -> None:
+    app = create_app(Settings(database_url=fresh_pg, workers=0, planner_stats_interval_seconds=0))
+    async with app.router.lifespan_context(app):
+        tasks = {task.get_name() for task in app.state.graphkeep.background}
+        assert "gk-planner-stats" not in tasks
+    app = create_app(Settings(database_url=fresh_pg, workers=0))
+    async with app.router.lifespan_context(app):
+        tasks = {task.get_name() for task in app.state.graphkeep.background}
+        assert "gk-planner-stats" in tasks
