@@ -11,6 +11,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
@@ -60,6 +61,17 @@ def create_pg_database(prefix: str = "gk_test") -> str:
 def drop_pg_database(url: str) -> None:
     name = make_url(url).database
     asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@contextmanager
+def migrated_pg_database(prefix: str) -> Iterator[str]:
+    """A migrated PostgreSQL database of the caller's own, dropped afterwards."""
+    url = create_pg_database(prefix)
+    try:
+        asyncio.run(_migrate(url))
+        yield url
+    finally:
+        drop_pg_database(url)
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app.db.engine import create_engine
 from app.db.tables import crons, runs
 from app.db.types import utcnow
-from tests.conftest import _migrate, create_pg_database, drop_pg_database
+from tests.conftest import migrated_pg_database
 from tests.e2e import runs_fixtures
 from tests.e2e.runs_fixtures import Live
 from tests.e2e.runs_server import ROOT, serve
@@ -94,12 +94,8 @@ async def test_official_client_crons(live: Live) -> None:
 
 @pytest.fixture
 def pg_db() -> Iterator[str]:
-    url = create_pg_database("gk_crons_e2e")
-    try:
-        asyncio.run(_migrate(url))
+    with migrated_pg_database("gk_crons_e2e") as url:
         yield url
-    finally:
-        drop_pg_database(url)
 
 
 @pytest.fixture

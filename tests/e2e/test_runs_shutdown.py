@@ -21,7 +21,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 
-from tests.conftest import _migrate, create_pg_database, drop_pg_database
+from tests.conftest import migrated_pg_database
 from tests.e2e.runs_fixtures import read_records
 from tests.e2e.runs_server import serve
 
@@ -38,12 +38,8 @@ ENV = {
 def db_url() -> Iterator[str]:
     if __import__("os").environ.get("GRAPHKEEP_TEST_SKIP_POSTGRES") == "1":
         pytest.skip("GRAPHKEEP_TEST_SKIP_POSTGRES=1")
-    url = create_pg_database("gk_shutdown")
-    asyncio.run(_migrate(url))
-    try:
+    with migrated_pg_database("gk_shutdown") as url:
         yield url
-    finally:
-        drop_pg_database(url)
 
 
 async def _read_sse(

@@ -17,7 +17,7 @@ from app.config import Settings
 from app.db.engine import create_engine
 from app.main import create_app
 from app.ops.health import check_readiness
-from tests.conftest import _migrate, create_pg_database, drop_pg_database
+from tests.conftest import migrated_pg_database
 
 
 @pytest.fixture
@@ -28,12 +28,8 @@ def private_db_url(
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('ready') / 'gk.db'}"
         return
-    url = create_pg_database("gk_ready")
-    try:
-        asyncio.run(_migrate(url))
+    with migrated_pg_database("gk_ready") as url:
         yield url
-    finally:
-        drop_pg_database(url)
 
 
 @pytest.fixture

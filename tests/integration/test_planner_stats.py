@@ -15,11 +15,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from app.config import Settings
-from app.db import migrate
 from app.db.engine import create_engine
 from app.main import create_app
 from app.ops.planner_stats import FLOOR_ROWS, analyze_grown_tables
-from tests.conftest import create_pg_database, drop_pg_database
+from tests.conftest import migrated_pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -30,20 +29,8 @@ ROWS = 3 * FLOOR_ROWS
 @pytest.fixture
 def fresh_pg(pg_url: str) -> Iterator[str]:
     """A migrated database of its own: table statistics are per database."""
-    url = create_pg_database("gk_planstats")
-    try:
-        asyncio.run(_migrate(url))
+    with migrated_pg_database("gk_planstats") as url:
         yield url
-    finally:
-        drop_pg_database(url)
-
-
-async def _migrate(url: str) -> None:
-    engine = create_engine(url, null_pool=True)
-    try:
-        await migrate.upgrade(engine)
-    finally:
-        await engine.dispose()
 
 
 @pytest.fixture
