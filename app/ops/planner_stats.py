@@ -15,7 +15,8 @@ since its last analysis (a table that only grew has doubled): a handful of ANALY
 table is young, none once it is large (autovacuum's 10 % rule comes first there). ANALYZE
 invalidates the cached plans in every session, so the next execution plans with the table as
 it is. It takes only a lock that reads and writes do not wait for, and `SKIP_LOCKED` skips a
-table another process is analyzing.
+table another process is analyzing. A table this role does not own (migrations ran as another
+role) is left to autovacuum: ANALYZE would only warn, on every check.
 
 An operator task over catalog statistics, not tenant data: it takes no tenant (the documented
 exception of app/ops/queries.py). SQLite keeps no cached generic plans: nothing to do there.

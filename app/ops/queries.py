@@ -173,23 +173,28 @@ def expired_run_events(now: datetime) -> Delete:
 
 _TABLE_STATS = table(
     "pg_stat_user_tables",
+    column("relid"),
     column("relname"),
     column("schemaname"),
     column("n_live_tup"),
     column("n_mod_since_analyze"),
 )
+_PG_CLASS = table("pg_class", column("oid"), column("relowner"))
 
 
 def grown_tables(names: list[str], floor_rows: int) -> Select[str]:
     """PostgreSQL: which of `names` (in the current schema) had at least `floor_rows` rows, and
     at least half their rows, changed since their last analysis (a table that only grew has
-    doubled)."""
+    doubled). Only tables this role may analyze (it has its owner's rights, or is a superuser):
+    for any other, ANALYZE would only warn, every time."""
     stats = _TABLE_STATS.c
+    analyzable = select(_PG_CLASS.c.oid).where(func.pg_has_role(_PG_CLASS.c.relowner, "USAGE"))
     return select(stats.relname).where(
         stats.schemaname == func.current_schema(),
         stats.relname.in_(names),
         stats.n_mod_since_analyze >= floor_rows,
         2 * stats.n_mod_since_analyze >= stats.n_live_tup,
+        stats.relid.in_(analyzable),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -138,3 +139,29 @@ async def test_no_check_runs_when_the_interval_is_zero(
     async with app.router.lifespan_context(app):
         tasks = {task.get_name() for task in app.state.graphkeep.background}
         assert "gk-planner-stats" in tasks
+
+
+async def test_a_role_that_may_not_analyze_a_table_leaves_it_alone(
+    fresh_pg: str, raw: asyncpg.Connection
+) -> None:
+    """A serving role that is not the tables' owner (migrations ran as another): ANALYZE would
+    only warn, on every check; the keeper does not try."""
+    role = f"gk_reader_{uuid.uuid4().hex[:8]}"
+    await raw.execute(f'CREATE ROLE "{role}" LOGIN')
+    try:
+        await raw.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+        await _grow(raw, ROWS)
+        url = make_url(fresh_pg).set(username=role).render_as_string(hide_password=False)
+        engine = create_engine(url, null_pool=True)
+        try:
+            assert await analyze_grown_tables(engine, timeout_seconds=10) == []
+        finally:
+            await engine.dispose()
+        owner = create_engine(fresh_pg, null_pool=True)
+        try:  # the owner does analyze them: the check above is not vacuous
+            assert {"runs", "threads"} <= set(await analyze_grown_tables(owner, timeout_seconds=10))
+        finally:
+            await owner.dispose()
+    finally:
+        await raw.execute(f'REVOKE ALL ON ALL TABLES IN SCHEMA public FROM "{role}"')
+        await raw.execute(f'DROP ROLE "{role}"')
