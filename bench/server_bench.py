@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,18 +113,28 @@ class Target:
         client: str = "lean",
     ) -> None:
         self.name = name
-        self.url = url
         self.database = database  # graphkeep's own database and process (for --probe)
         self.pid = pid
+        self.client = client
+        self._connect(url)
+
+    def _connect(self, url: str) -> None:
+        self.url = url
         limits = httpx.Limits(max_connections=80, max_keepalive_connections=80)
         self.http = httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
         # the runs/wait measures' client (leanhttp's docstring says why not httpx by default)
-        self.lean = LeanClient(url) if client == "lean" else None
+        self.lean = LeanClient(url) if self.client == "lean" else None
 
     async def aclose(self) -> None:
         await self.http.aclose()
         if self.lean is not None:
             await self.lean.aclose()
+
+    async def reopen(self, url: str) -> None:
+        """Point this target at a restarted server (new clients, warmed up again)."""
+        await self.aclose()
+        self._connect(url)
+        await self.warm_up()
 
     async def post_json(self, path: str, body: Any) -> Any:
         if self.lean is not None:
@@ -224,14 +235,22 @@ def step_key(measure: str, concurrency: int) -> str:
     return f"{measure}_c{concurrency}" if concurrency else measure
 
 
-async def bench_interleaved(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
+async def bench_interleaved(
+    targets: list[Target],
+    args: argparse.Namespace,
+    restart: Callable[[], Awaitable[tuple[Target, str]]] | None = None,
+) -> dict[str, Any]:
     """Every step on every target in turn, `rounds` times (the order flips each round), so a
-    load spike from elsewhere on the machine hits both servers alike."""
+    load spike from elsewhere on the machine hits both servers alike. `restart`, if given,
+    restarts one target's server before every round after the first (`--fresh-official`)."""
     for t in targets:
         await t.warm_up()
     results: dict[str, dict[str, list[Any]]] = {t.name: {} for t in targets}
     plan = steps(args)
     for rnd in range(args.rounds):
+        if restart is not None and rnd > 0:
+            target, url = await restart()
+            await target.reopen(url)
         order = targets if rnd % 2 == 0 else targets[::-1]
         for measure, concurrency in plan:
             key = step_key(measure, concurrency)
@@ -447,6 +466,13 @@ async def main() -> int:
         "and checkpoints to disk every 10 s): nothing it holds survives a restart",
     )
     parser.add_argument(
+        "--fresh-official",
+        action="store_true",
+        help="restart langgraph dev before every round with nothing kept (no file persistence, "
+        "its .langgraph_api pickles removed): each round then measures a fresh official server "
+        "(its in-memory runtime slows as it holds more runs)",
+    )
+    parser.add_argument(
         "--client",
         choices=("lean", "httpx"),
         default="lean",
@@ -488,6 +514,7 @@ async def main() -> int:
     )
     results: dict[str, Any] = {"args": dict(vars(args))}
     baseline_root = source_tree(args.baseline_tree)
+    restart: Callable[[], Awaitable[tuple[Target, str]]] | None = None
     async with AsyncExitStack() as stack:
         url, database, pid = await stack.enter_async_context(graphkeep_server(tmp, args))
         targets = [Target("graphkeep_pg", url, database, pid, args.client)]
@@ -502,19 +529,33 @@ async def main() -> int:
             )
             targets.append(Target(ENCRYPTED, url, database, pid, args.client))
         elif not args.skip_official:
+            official = AsyncExitStack()
+            stack.push_async_callback(official.aclose)
+            keep = not (args.official_memory_only or args.fresh_official)
             try:
-                url = await stack.enter_async_context(
-                    langgraph_dev_server(
-                        tmp, progress, file_persistence=not args.official_memory_only
-                    )
+                url = await official.enter_async_context(
+                    langgraph_dev_server(tmp, progress, file_persistence=keep)
                 )
                 targets.append(Target("langgraph_dev", url, client=args.client))
             except RuntimeError as exc:
                 results["langgraph_dev_error"] = str(exc)[-2000:]
                 progress(f"official server unavailable: {exc}")
+            if args.fresh_official and len(targets) == 2:
+
+                async def restart_official() -> tuple[Target, str]:
+                    await official.aclose()
+                    # it pickles its runs and checkpoints here on the way out, even without
+                    # file persistence, and a restart would load them all back
+                    shutil.rmtree(tmp / ".langgraph_api", ignore_errors=True)
+                    fresh = await official.enter_async_context(
+                        langgraph_dev_server(tmp, progress, file_persistence=False)
+                    )
+                    return targets[1], fresh
+
+                restart = restart_official
         for t in targets:
             stack.push_async_callback(t.aclose)
-        rounds = await bench_interleaved(targets, args)
+        rounds = await bench_interleaved(targets, args, restart)
     results["rounds"] = rounds
     if PROBES:
         results["probe"] = PROBES
