@@ -78,6 +78,15 @@ def _shot(c: Console, page: Any, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
+def _settled_detail(page: Any, selector: str) -> None:
+    """Wait for `selector` in #detail once htmx has settled the swap that brought it there.
+    htmx processes swapped-in content when the swap settles (about 20 ms later, longer on a
+    loaded machine); until then a form's `hx-post` is plain HTML, and a click submits the
+    form natively instead (the replay test once lost its click that way). The target keeps
+    htmx's settling class until the new content is processed."""
+    page.wait_for_selector(f"#detail:not(.htmx-settling) {selector}")
+
+
 def _wait(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -216,7 +225,7 @@ def test_fork_from_here_makes_a_branch_the_api_confirms(console: Console) -> Non
     page = c.page()
     page.goto(f"{c.url}/console/threads/{thread_id}")
     page.click(f"#tree li[data-checkpoint-id='{at}'] a.open")
-    page.wait_for_selector(f"#detail .checkpoint[data-checkpoint-id='{at}']")
+    _settled_detail(page, f".checkpoint[data-checkpoint-id='{at}']")
     assert page.input_value("#detail form.fork input[name=as_node]") == "a"
     page.fill("#detail form.fork textarea[name=values]", '{"trail": ["from-console"]}')
     page.click("#detail [data-action=fork]")
@@ -242,7 +251,7 @@ def test_replay_from_here_reruns_only_later_nodes(console: Console) -> None:
     page = c.page()
     page.goto(f"{c.url}/console/threads/{thread_id}")
     page.click(f"#tree li[data-checkpoint-id='{at}'] a.open")
-    page.wait_for_selector("#detail [data-action=replay]")
+    _settled_detail(page, f".checkpoint[data-checkpoint-id='{at}'] [data-action=replay]")
     page.click("#detail [data-action=replay]")
     _wait(lambda: len(c.api.get(f"/threads/{thread_id}/runs").json()) == 2, "the replay run")
     page.wait_for_selector("#runs tr[data-status='success'] >> nth=1")
