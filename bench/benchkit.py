@@ -164,7 +164,8 @@ async def langgraph_dev_server(
 ) -> AsyncIterator[str]:
     """The official `langgraph dev` (in-memory) from its own venv on a free loopback port,
     serving `tmp/langgraph.json`; yields its URL. `file_persistence=False` turns off its
-    pickling of all its data to disk every 10 s (LANGGRAPH_DISABLE_FILE_PERSISTENCE)."""
+    pickling of all its data to disk every 10 s (LANGGRAPH_DISABLE_FILE_PERSISTENCE); it still
+    pickles it to `tmp/.langgraph_api` on exit and loads it back on start."""
     async with langgraph_dev_process(tmp, say, file_persistence=file_persistence) as (url, _):
         yield url
 

@@ -238,7 +238,7 @@ def step_key(measure: str, concurrency: int) -> str:
 async def bench_interleaved(
     targets: list[Target],
     args: argparse.Namespace,
-    restart: Callable[[], Awaitable[tuple[Target, str]]] | None = None,
+    restart: Callable[[], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Every step on every target in turn, `rounds` times (the order flips each round), so a
     load spike from elsewhere on the machine hits both servers alike. `restart`, if given,
@@ -249,8 +249,7 @@ async def bench_interleaved(
     plan = steps(args)
     for rnd in range(args.rounds):
         if restart is not None and rnd > 0:
-            target, url = await restart()
-            await target.reopen(url)
+            await restart()
         order = targets if rnd % 2 == 0 else targets[::-1]
         for measure, concurrency in plan:
             key = step_key(measure, concurrency)
@@ -462,8 +461,8 @@ async def main() -> int:
     parser.add_argument(
         "--official-memory-only",
         action="store_true",
-        help="run langgraph dev without its file persistence (it pickles all its threads, runs "
-        "and checkpoints to disk every 10 s): nothing it holds survives a restart",
+        help="run langgraph dev without its periodic file persistence (it pickles all its "
+        "threads, runs and checkpoints to disk every 10 s; it still does on exit)",
     )
     parser.add_argument(
         "--fresh-official",
@@ -514,7 +513,7 @@ async def main() -> int:
     )
     results: dict[str, Any] = {"args": dict(vars(args))}
     baseline_root = source_tree(args.baseline_tree)
-    restart: Callable[[], Awaitable[tuple[Target, str]]] | None = None
+    restart: Callable[[], Awaitable[None]] | None = None
     async with AsyncExitStack() as stack:
         url, database, pid = await stack.enter_async_context(graphkeep_server(tmp, args))
         targets = [Target("graphkeep_pg", url, database, pid, args.client)]
@@ -542,7 +541,7 @@ async def main() -> int:
                 progress(f"official server unavailable: {exc}")
             if args.fresh_official and len(targets) == 2:
 
-                async def restart_official() -> tuple[Target, str]:
+                async def restart_official() -> None:
                     await official.aclose()
                     # it pickles its runs and checkpoints here on the way out, even without
                     # file persistence, and a restart would load them all back
@@ -550,7 +549,7 @@ async def main() -> int:
                     fresh = await official.enter_async_context(
                         langgraph_dev_server(tmp, progress, file_persistence=False)
                     )
-                    return targets[1], fresh
+                    await targets[1].reopen(fresh)
 
                 restart = restart_official
         for t in targets:

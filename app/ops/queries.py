@@ -200,5 +200,7 @@ def grown_tables(names: list[str], floor_rows: int) -> Select[str]:
 
 def analyze(dialect: Dialect, name: str) -> TextClause:
     """PostgreSQL: ANALYZE one of graphkeep's own tables (`name` comes from the schema's
-    metadata, never from a request), skipping it if another session holds it."""
+    metadata, never from a request), skipping it if another session holds it. Text because
+    SQLAlchemy Core has no ANALYZE construct; the dialect quotes the name, and it runs on the
+    one data-access path (`read`) like every other statement."""
     return text(f"ANALYZE (SKIP_LOCKED) {dialect.identifier_preparer.quote(name)}")
