@@ -128,7 +128,7 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
         bounded=True,  # no request or worker step waits past the timeout (app/db/engine.py)
     )
     state = AppState(settings=settings, engine=engine)
-    state.direct = fast_executor(engine)
+    state.direct = fast_executor(engine, closed_by_owner=True)  # `close` acloses it first
     try:
         await ensure_schema(engine, settings.database_url)
         redaction.install(redaction.Redactor(settings.redact_keys))

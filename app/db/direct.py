@@ -96,14 +96,22 @@ def park_limit(pool_size: int | None) -> int:
     return max(0, min(PARK_MAX, (pool_size - 2) // 2))
 
 
-def fast_executor(engine: AsyncEngine) -> DirectExecutor:
+def fast_executor(engine: AsyncEngine, *, closed_by_owner: bool = False) -> DirectExecutor:
     """The fast path for the saver and the Store on `engine`'s own pool: autocommit, recently
-    used connections parked, generic plans (the server builds one: `AppState.direct`)."""
+    used connections parked, generic plans (the server builds one: `AppState.direct`).
+
+    `closed_by_owner`: the caller calls `aclose()` before it disposes the engine (the server's
+    `AppState.close`), so the executor need not listen for `engine.dispose()`. It should not
+    when it can avoid it: an engine with any connection-event listener makes SQLAlchemy
+    dispatch every connection event (connect, begin, execute, rollback...) of every Core
+    statement on that engine, all of them empty here. Without an owner (a saver or Store built
+    on an engine the caller disposes) the listener closes the parked connections on dispose."""
     size = engine.pool.size() if isinstance(engine.pool, QueuePool) else None
     return DirectExecutor(
         reader(engine),
         park_seconds=PARK_SECONDS,
-        disposed_with=engine,
+        disposed_with=None if closed_by_owner else engine,
+        closed_by_owner=closed_by_owner,
         session_settings=GENERIC_PLANS,
         park_max=park_limit(size),
     )
@@ -120,6 +128,7 @@ class DirectExecutor(Preparer, Runner):
         *,
         park_seconds: float = 0.0,
         disposed_with: AsyncEngine | None = None,
+        closed_by_owner: bool = False,
         session_settings: Mapping[str, str] | None = None,
         park_max: int = PARK_MAX,
     ) -> None:
@@ -128,8 +137,9 @@ class DirectExecutor(Preparer, Runner):
         sparing the pool's checkout and checkin (most of a small unit's CPU); it goes back to
         the pool when idle that long, after a failed unit, and on `engine.dispose()`.
 
-        `disposed_with` (required with `park_seconds` > 0): the engine the option engines
-        were derived from; its `dispose()` closes the parked connections.
+        `disposed_with` (with `park_seconds` > 0, unless `closed_by_owner`): the engine the
+        option engines were derived from; its `dispose()` closes the parked connections.
+        `closed_by_owner`: the owner calls `aclose()` before disposing the engine instead.
 
         `session_settings` (PostgreSQL, with `park_seconds` > 0): settings a connection takes
         while it serves this executor (SET when taken from the pool, RESET before it goes
@@ -156,7 +166,7 @@ class DirectExecutor(Preparer, Runner):
         self._park_loop: asyncio.AbstractEventLoop | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self._closing: set[asyncio.Future[Any]] = set()
-        if park_seconds > 0:
+        if park_seconds > 0 and not closed_by_owner:
             if disposed_with is None:
                 raise ValueError("parking connections needs the engine they are disposed with")
             # `dispose()` runs on the engine the option engines were derived from
