@@ -126,6 +126,7 @@ async def open_state(settings: Settings, steps: list[StartupStep]) -> AppState:
         max_overflow=settings.db_max_overflow,
         timeout_seconds=settings.db_timeout_seconds,
         bounded=True,  # no request or worker step waits past the timeout (app/db/engine.py)
+        autocommit=True,  # PostgreSQL: transactions only through app.db.access.transaction
     )
     state = AppState(settings=settings, engine=engine)
     state.direct = fast_executor(engine, closed_by_owner=True)  # `close` acloses it first

@@ -41,6 +41,7 @@ from app.checkpoint.maintenance import ThreadMaintenance
 from app.checkpoint.reads import CheckpointReads
 from app.checkpoint.serde import make_serde
 from app.db import migrate
+from app.db.access import transaction
 from app.db.dialect import reader, single_statement_autocommit
 from app.db.direct import fast_executor
 from app.db.direct_statement import DirectStatement
@@ -151,7 +152,7 @@ class SQLSaver(CheckpointReads, ThreadMaintenance, SyncBridge):
     def _writer(self) -> AbstractAsyncContextManager[AsyncConnection]:
         if self.loop is None:
             self.loop = asyncio.get_running_loop()
-        return self.engine.begin()
+        return transaction(self.engine)
 
     def _thread_key(self, config: RunnableConfig) -> dict[str, str]:
         conf = config.get("configurable") or {}

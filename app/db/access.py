@@ -13,7 +13,12 @@ from contextlib import asynccontextmanager
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.dialect import autocommit_read_options, reader, single_statement_autocommit
+from app.db.dialect import (
+    autocommit_read_options,
+    autocommits,
+    reader,
+    single_statement_autocommit,
+)
 
 
 @asynccontextmanager
@@ -32,7 +37,8 @@ async def read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     checkout, not from `reader(engine)`: SQLAlchemy applies an engine-level isolation level
     through an `engine_connect` listener, and an engine with any listener dispatches its
     connection events (connect, begin, rollback, execute...) on every statement, about 40 us
-    of CPU per read (bench/api_cpu_bench.py). The connection is the same either way.
+    of CPU per read (bench/api_cpu_bench.py). The connection is the same either way. The
+    serving engine's connections are in autocommit already (`create_engine(autocommit=True)`).
     """
     if engine.dialect.name != "postgresql":
         async with reader(engine).connect() as conn:
@@ -40,7 +46,8 @@ async def read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         return
     conn = await engine.connect()
     try:
-        await conn.execution_options(**autocommit_read_options(engine.dialect))
+        if not autocommits(engine):
+            await conn.execution_options(**autocommit_read_options(engine.dialect))
         yield conn
     finally:
         await conn.close()
@@ -59,6 +66,12 @@ async def transaction(
     if one_statement and single_statement_autocommit(engine.dialect):
         async with read(engine) as conn:  # PostgreSQL: an autocommit connection
             yield conn
+    elif autocommits(engine):
+        # the serving engine: out of autocommit for this connection's checkout only
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level=conn.default_isolation_level)
+            async with conn.begin():
+                yield conn
     else:
         async with engine.begin() as conn:
             yield conn

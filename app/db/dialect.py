@@ -28,7 +28,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.dml import Insert
 
-from app.db.engine import SQLITE_NO_BEGIN
+from app.db.engine import AUTOCOMMIT_ENGINE, SQLITE_NO_BEGIN
 
 
 def insert_for(dialect: Dialect | str, table: Table) -> Any:
@@ -107,6 +107,12 @@ def autocommit_read_options(dialect: Dialect | str) -> dict[str, Any]:
     return {SQLITE_NO_BEGIN: True}
 
 
+def autocommits(engine: AsyncEngine) -> bool:
+    """Whether `engine`'s connections are in autocommit unless told otherwise (the serving
+    engine on PostgreSQL: `app.db.engine.create_engine(autocommit=True)`)."""
+    return bool(engine.get_execution_options().get(AUTOCOMMIT_ENGINE))
+
+
 _READERS: weakref.WeakKeyDictionary[AsyncEngine, AsyncEngine] = weakref.WeakKeyDictionary()
 
 
@@ -121,6 +127,8 @@ def reader(engine: AsyncEngine) -> AsyncEngine:
     """`engine` for single-statement reads and writes: on PostgreSQL autocommit (no BEGIN /
     ROLLBACK round trips around one SELECT), on SQLite no BEGIN IMMEDIATE write lock.
     Cached: building the option engine costs about as much as a small query's Python side."""
+    if autocommits(engine):
+        return engine  # already so (an option engine would only add its listener's cost)
     found = _READERS.get(engine)
     if found is None:
         found = _READERS[engine] = engine.execution_options(

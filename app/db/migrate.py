@@ -11,6 +11,8 @@ from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.access import transaction
+
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
@@ -65,12 +67,12 @@ def _current(connection: Connection) -> str | None:
 
 async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """Upgrade to `revision` (head by default). Idempotent."""
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await conn.run_sync(_upgrade, revision)
 
 
 async def downgrade(engine: AsyncEngine, revision: str = "base") -> None:
-    async with engine.begin() as conn:
+    async with transaction(engine) as conn:
         await conn.run_sync(_downgrade, revision)
 
 

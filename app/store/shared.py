@@ -45,9 +45,7 @@ class Shared:
 
     def __post_init__(self) -> None:
         self.autocommit = (
-            self.engine.execution_options(isolation_level="AUTOCOMMIT")
-            if single_statement_autocommit(self.engine.dialect)
-            else self.engine
+            reader(self.engine) if single_statement_autocommit(self.engine.dialect) else self.engine
         )
         self.reads = reader(self.engine)
         self.direct = DirectStore(self.engine, self.executor)

@@ -43,6 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db import migrate
+from app.db.access import transaction
 from app.db.direct_statement import Step
 from app.db.engine import create_engine
 from app.db.executor import Executor, Units
@@ -347,7 +348,7 @@ class SQLStore(BaseStore):
         )
         # PostgreSQL: one statement is atomic by itself (no BEGIN / COMMIT round trips)
         one = len(writes) + bool(refresh) <= 1
-        async with (shared.autocommit if one else shared.engine).begin() as conn:
+        async with shared.autocommit.begin() if one else transaction(shared.engine) as conn:
             if refresh:
                 await conn.execute(queries.refresh_expiry(), refresh_rows(self.tenant_id, refresh))
             for statement, rows in writes:

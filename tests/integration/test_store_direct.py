@@ -14,6 +14,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
+from app.db.dialect import autocommits
 from app.db.direct import PARK_MAX, PARK_SECONDS
 from app.db.engine import create_engine
 from app.main import create_app
@@ -261,6 +262,7 @@ async def test_the_servers_engine_has_no_connection_event_listeners(pg_url: str)
         engine = state.engine.sync_engine
         listened = [name for name in _CONNECTION_EVENTS if getattr(engine.dispatch, name)]
         assert listened == []
+        assert autocommits(state.engine)  # and its reads switch no isolation level
         await state.store.aput(("owner",), "k", {"v": 1})  # through the fast path: parks
         await state.store.adelete(("owner",), "k")
         assert state.direct._parked
