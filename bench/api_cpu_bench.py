@@ -10,6 +10,7 @@ process) and wall time per request, and the ratio of this tree to the baseline.
 - thread_create   POST /threads {}
 - run_create      POST /threads/{id}/runs on a fresh thread (the run stays pending)
 - run_get         GET  /threads/{id}/runs/{run_id}
+- assistant_search POST /assistants/search {"limit": 10} (the example graphs' assistants)
 
     python bench/api_cpu_bench.py --baseline-tree /path/to/old/checkout
     python bench/api_cpu_bench.py --baseline-tree /old --rounds 5 --requests 200
@@ -33,7 +34,7 @@ from typing import Any
 from benchkit import BenchChild, pg_database
 
 ROOT = Path(__file__).resolve().parents[1]
-OPS = ("thread_get", "thread_create", "run_create", "run_get")
+OPS = ("thread_get", "thread_create", "run_create", "run_get", "assistant_search")
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/{db}"
 
 
@@ -82,6 +83,8 @@ async def _serve(client: Any) -> None:
             tid = await fresh_thread()
             body = {"assistant_id": "agent", "input": {"messages": []}}
             call = client.post(f"/threads/{tid}/runs", json=body)
+        elif op == "assistant_search":
+            call = client.post("/assistants/search", json={"limit": 10})
         else:
             call = client.get(run_path)
         cpu, wall = time.process_time(), time.perf_counter()

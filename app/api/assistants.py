@@ -10,7 +10,8 @@ from fastapi.responses import JSONResponse
 
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.paging import page_response
-from app.api.routing import resource_router
+from app.api.responses import model_response
+from app.api.routing import resource_router, serve_first
 from app.assistants import introspection
 from app.assistants.schemas import (
     Assistant,
@@ -54,12 +55,22 @@ async def count_assistants(
 
 
 @router.get("/assistants/{assistant_id}", operation_id="get_assistant", response_model=Assistant)
-async def get_assistant(
-    assistant_id: str, state: AppStateDep, principal: PrincipalDep
-) -> Assistant:
-    return await state.assistants.get_assistant(
+async def get_assistant(request: Request, assistant_id: str) -> Response:
+    state, principal = await caller(request)
+    assistant = await state.assistants.get_assistant(
         tenant_id=principal.tenant_id, assistant_id=assistant_id
     )
+    return model_response(assistant)
+
+
+async def _serve_get_assistant(request: Request, _body: None) -> Response:
+    # the one documented parameter, read as FastAPI reads it (a plain str: never a 422)
+    return await get_assistant(request, request.path_params["assistant_id"])
+
+
+# the busiest assistant reads skip FastAPI's generic handler (app/api/routing.py: ServedFirst)
+serve_first(router, search_assistants, search_assistants, AssistantSearch)
+serve_first(router, get_assistant, _serve_get_assistant, None)
 
 
 @router.patch(

@@ -121,7 +121,8 @@ async def _serve_get_thread(request: Request, _body: None) -> Response:
     )
 
 
-# the two busiest thread routes skip FastAPI's generic handler (app/api/routing.py)
+# the busiest thread routes skip FastAPI's generic handler (app/api/routing.py)
+serve_first(router, search_threads, search_threads, ThreadSearch)
 serve_first(router, create_thread, create_thread, ThreadCreate)
 serve_first(router, get_thread, _serve_get_thread, None)
 

@@ -1,8 +1,9 @@
-"""The busiest thread and run routes are served by plain Starlette routes placed before their
-documented APIRoutes (app/api/routing.py: ServedFirst). Every answer must be the one FastAPI's
-own handler gives: the same requests go to the app with and without those routes, and status,
-content type and body (ids and times aside) must match; HEAD and other methods answer as
-before, and the route template still labels the request in the HTTP metrics."""
+"""The busiest thread, assistant and run routes are served by plain Starlette routes placed
+before their documented APIRoutes (app/api/routing.py: ServedFirst). Every answer must be the
+one FastAPI's own handler gives: the same requests go to the app with and without those
+routes, and status, content type and body (ids and times aside) must match; HEAD and other
+methods answer as before, and the route template still labels the request in the HTTP
+metrics."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ SERVED = {
     ("GET", "/threads/{thread_id}"),
     ("POST", "/threads/{thread_id}/runs"),
     ("GET", "/threads/{thread_id}/runs/{run_id}"),
+    ("POST", "/threads/search"),
+    ("POST", "/assistants/search"),
+    ("GET", "/assistants/{assistant_id}"),
 }
 JSON = {"content-type": "application/json"}
 VOLATILE = {"thread_id", "run_id", "created_at", "updated_at", "state_updated_at", "expires_at"}
@@ -33,7 +37,9 @@ def _stable(value: Any) -> Any:
     return value
 
 
-async def _answers(app: FastAPI, thread_id: str, run_id: str) -> list[tuple[Any, ...]]:
+async def _answers(
+    app: FastAPI, thread_id: str, run_id: str, assistant_id: str
+) -> list[tuple[Any, ...]]:
     run = {"assistant_id": "agent", "input": {"messages": []}}
     requests: list[tuple[str, str, bytes | None, dict[str, str]]] = [
         ("POST", "/threads", b"{}", JSON),
@@ -64,6 +70,37 @@ async def _answers(app: FastAPI, thread_id: str, run_id: str) -> list[tuple[Any,
         ("POST", f"/threads/{thread_id}/runs", b'{"input": {}}', JSON),  # no assistant: 422
         ("POST", f"/threads/{thread_id}/runs", b'{"assistant_id": "nope"}', JSON),  # 404
         ("POST", "/threads/00000000-0000-0000-0000-000000000000/runs", b"{}", {}),
+        # (pages that the first pass's creates cannot change: the oldest thread, or none)
+        (
+            "POST",
+            "/threads/search",
+            b'{"limit": 1, "sort_by": "created_at", "sort_order": "asc"}',
+            JSON,
+        ),
+        ("POST", "/threads/search", b'{"metadata": {"absent": 1}, "status": "idle"}', JSON),
+        ("POST", "/threads/search", b'{"limit": -1}', JSON),  # 422
+        ("POST", "/threads/search", b'{"sort_by": "nope", "metadata": {"absent": 1}}', JSON),
+        (
+            "POST",
+            "/threads/search",
+            b'{"select": ["thread_id", "nope"], "metadata": {"absent": 1}}',
+            JSON,
+        ),
+        ("POST", "/threads/search", b"", JSON),  # no body
+        ("POST", "/threads/search", b'{"metadata": {"absent": 1}}', {}),  # no content type
+        ("POST", "/assistants/search", b"{}", JSON),
+        ("POST", "/assistants/search", b'{"graph_id": "agent", "limit": 1}', JSON),
+        ("POST", "/assistants/search", b'{"graph_id": "nope"}', JSON),
+        ("POST", "/assistants/search", b'{"select": ["assistant_id", "graph_id"]}', JSON),
+        ("POST", "/assistants/search", b'{"offset": -5}', JSON),  # 422
+        ("POST", "/assistants/search", b'{"limit": ', JSON),  # malformed
+        ("POST", "/assistants/search", b"[]", JSON),
+        ("GET", f"/assistants/{assistant_id}", None, {}),
+        ("GET", "/assistants/agent", None, {}),
+        ("GET", f"/assistants/{thread_id}", None, {}),  # no such assistant: 404
+        ("GET", "/assistants/not-a-uuid", None, {}),
+        ("HEAD", f"/assistants/{assistant_id}", None, {}),
+        ("DELETE", "/assistants/search", None, {}),
     ]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gk") as client:
@@ -90,15 +127,17 @@ async def test_served_routes_answer_as_fastapi(app: FastAPI) -> None:
         r = await client.post(f"/threads/{thread_id}/runs", json=run)
         assert r.status_code == 200, r.text
         run_id = r.json()["run_id"]
+        found = await client.post("/assistants/search", json={"graph_id": "agent"})
+        assistant_id = found.json()[0]["assistant_id"]
     routes = app.router.routes
     fast = [r for r in routes if isinstance(r, ServedFirst) and r.path != "/store/items/search"]
     assert {(m, r.path) for r in fast for m in r.methods or ()} == SERVED
-    served = await _answers(app, thread_id, run_id)
+    served = await _answers(app, thread_id, run_id, assistant_id)
     positions = [(routes.index(r), r) for r in fast]
     for _, route in positions:
         routes.remove(route)  # FastAPI's own handlers (the documented APIRoutes) answer alone
     try:
-        expected = await _answers(app, thread_id, run_id)
+        expected = await _answers(app, thread_id, run_id, assistant_id)
     finally:
         for position, route in positions:
             routes.insert(position, route)
