@@ -152,6 +152,16 @@ class ServedFirst(Route):
         await response(scope, replay, send)
 
 
+def served_with_body(endpoint: Callable[..., Awaitable[Response]]) -> Serve:
+    """`serve` for an endpoint declared as `(<path parameters: str>..., payload, request)`:
+    it is called with the path parameters as matched, the decoded body and the request."""
+
+    async def serve(request: Request, payload: Any) -> Response:
+        return await endpoint(**request.path_params, payload=payload, request=request)
+
+    return serve
+
+
 def serve_first(
     router: APIRouter, endpoint: Callable[..., Any], serve: Serve, body: type[BaseModel] | None
 ) -> None:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app import metrics, redaction
 from app.api.deps import AppStateDep, PrincipalDep, caller
-from app.api.routing import resource_router, serve_first
+from app.api.routing import resource_router, serve_first, served_with_body
 from app.api.sse import (
     HEARTBEAT,
     KEEPALIVE_JSON,
@@ -202,10 +202,6 @@ async def create_thread_run(
     )
 
 
-async def _serve_create_thread_run(request: Request, payload: RunCreate) -> Response:
-    return await create_thread_run(request.path_params["thread_id"], payload, request)
-
-
 async def _stream_new_run(
     state: AppState,
     principal: Principal,
@@ -315,7 +311,8 @@ async def _serve_get_thread_run(request: Request, _body: None) -> Response:
 
 
 # the busiest run routes skip FastAPI's generic handler (app/api/routing.py: ServedFirst)
-serve_first(router, create_thread_run, _serve_create_thread_run, RunCreate)
+for _thread_route in (create_thread_run, stream_thread_run, wait_thread_run):
+    serve_first(router, _thread_route, served_with_body(_thread_route), RunCreate)
 serve_first(router, get_thread_run, _serve_get_thread_run, None)
 
 
@@ -449,6 +446,10 @@ async def wait_stateless_run(
 ) -> StreamingResponse:
     state, principal = await caller(request)
     return await _wait_new_run(state, principal, request, None, payload)
+
+
+for _stateless_route in (create_stateless_run, stream_stateless_run, wait_stateless_run):
+    serve_first(router, _stateless_route, served_with_body(_stateless_route), RunCreate)
 
 
 @router.post("/runs/batch")

@@ -19,12 +19,18 @@ SERVED = {
     ("POST", "/threads"),
     ("GET", "/threads/{thread_id}"),
     ("POST", "/threads/{thread_id}/runs"),
+    ("POST", "/threads/{thread_id}/runs/wait"),
+    ("POST", "/threads/{thread_id}/runs/stream"),
+    ("POST", "/runs"),
+    ("POST", "/runs/wait"),
+    ("POST", "/runs/stream"),
     ("GET", "/threads/{thread_id}/runs/{run_id}"),
     ("POST", "/threads/search"),
     ("POST", "/assistants/search"),
     ("GET", "/assistants/{assistant_id}"),
 }
 JSON = {"content-type": "application/json"}
+RUN = b'{"assistant_id": "agent", "input": {"messages": []}}'
 VOLATILE = {"thread_id", "run_id", "created_at", "updated_at", "state_updated_at", "expires_at"}
 
 
@@ -86,6 +92,18 @@ async def _answers(
             b'{"select": ["thread_id", "nope"], "metadata": {"absent": 1}}',
             JSON,
         ),
+        # (this app has no workers: a wait or stream that was answered would never end; the
+        # served ones end in the served wrapper all creates share, as POST /runs below)
+        ("POST", "/runs/wait", b'{"assistant_id": "agent", "stream_mode": "nope"}', JSON),
+        ("POST", "/runs/stream", b'{"input": {}}', JSON),  # no assistant: 422
+        ("POST", "/runs", b'{"assistant_id": "agent", "input": {"messages": []}}', JSON),
+        ("POST", "/runs", b'{"assistant_id": "nope"}', JSON),  # 404
+        ("POST", "/runs", b"{", JSON),  # malformed
+        ("POST", f"/threads/{thread_id}/runs/wait", b'{"assistant_id": 7}', JSON),  # 422
+        ("POST", f"/threads/{thread_id}/runs/stream", b"{}", {}),  # no content type
+        ("POST", "/threads/00000000-0000-0000-0000-000000000000/runs/wait", RUN, JSON),  # 404
+        ("POST", "/threads/00000000-0000-0000-0000-000000000000/runs/stream", RUN, JSON),
+        ("GET", "/runs/wait", None, {}),  # 405
         ("POST", "/threads/search", b"", JSON),  # no body
         ("POST", "/threads/search", b'{"metadata": {"absent": 1}}', {}),  # no content type
         ("POST", "/assistants/search", b"{}", JSON),
