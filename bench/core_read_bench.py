@@ -81,27 +81,16 @@ async def _cpu_us(op: Callable[[], Awaitable[Any]], count: int) -> float:
 
 
 async def _run(url: str, rounds: int, count: int) -> dict[str, dict[str, float]]:
-    from app.db.tables import threads
     from app.db.types import utcnow
+    from app.threads import queries as thread_queries
 
     engines = _engines(url)
     thread_id = str(uuid.uuid4())
-    now = utcnow()
+    row = thread_queries.thread_row(
+        tenant_id="bench", thread_id=thread_id, metadata={"owner": "bench"}, now=utcnow()
+    )
     async with engines["switched"].begin() as conn:
-        await conn.execute(
-            threads.insert().values(
-                thread_id=thread_id,
-                tenant_id="bench",
-                status="idle",
-                metadata={"owner": "bench"},
-                config={},
-                values=None,
-                interrupts={},
-                created_at=now,
-                updated_at=now,
-                state_updated_at=now,
-            )
-        )
+        await conn.execute(thread_queries.INSERT_THREAD, row)
     ops = {name: _operations(engine, thread_id) for name, engine in engines.items()}
     samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in OPS} for v in VARIANTS}
     try:
