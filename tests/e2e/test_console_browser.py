@@ -87,12 +87,27 @@ def _settled_detail(page: Any, selector: str) -> None:
     page.wait_for_selector(f"#detail:not(.htmx-settling) {selector}")
 
 
-def _wait(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
+def _wait(
+    predicate: Callable[[], bool],
+    what: str,
+    timeout: float = 60,
+    seen: Callable[[], Any] | None = None,
+) -> None:
+    """Poll `predicate`; on time-out, fail with `seen()` (the last state observed), so a
+    failure under load says what the server answered instead of only that it timed out."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            last = f"; last seen: {seen()!r}" if seen is not None else ""
+            raise AssertionError(f"timed out waiting for {what}{last}")
         time.sleep(0.1)
+
+
+def _runs_of(c: Console, thread_id: str, last: list[Any]) -> list[Any]:
+    """The thread's runs (as listed by the API); `last` keeps the answer for `_wait`."""
+    r = c.api.get(f"/threads/{thread_id}/runs")
+    last[:] = [r.status_code, r.json()]
+    return list(r.json()) if r.status_code == 200 else []
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +268,12 @@ def test_replay_from_here_reruns_only_later_nodes(console: Console) -> None:
     page.click(f"#tree li[data-checkpoint-id='{at}'] a.open")
     _settled_detail(page, f".checkpoint[data-checkpoint-id='{at}'] [data-action=replay]")
     page.click("#detail [data-action=replay]")
-    _wait(lambda: len(c.api.get(f"/threads/{thread_id}/runs").json()) == 2, "the replay run")
+    last: list[Any] = []
+    _wait(
+        lambda: len(_runs_of(c, thread_id, last)) == 2,
+        "the replay run",
+        seen=lambda: (last, c.records(tag)),
+    )
     page.wait_for_selector("#runs tr[data-status='success'] >> nth=1")
     runs = c.api.get(f"/threads/{thread_id}/runs").json()
     assert [r["status"] for r in runs] == ["success", "success"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,15 +51,22 @@ def serve_at_info(tmp_path: Path, log_format: str) -> Iterator[tuple[str, Path]]
         proc.wait(30)
 
 
-def _probe_ready(url: str) -> None:
+def _probe_ready(url: str, log: Path) -> str:
+    """Two readiness probes, then the log once it holds both access lines: the access line
+    is written after the response went out, so a client can see its answer first."""
     for _ in range(2):
         assert httpx.get(f"{url}/ready", timeout=10).status_code == 200
+    deadline = time.monotonic() + 10
+    text = log.read_text()
+    while text.count("/ready") < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text = log.read_text()
+    return text
 
 
 def test_text_start_up_lines_say_where_everything_is(tmp_path: Path) -> None:
     with serve_at_info(tmp_path, "text") as (url, log):
-        _probe_ready(url)
-        text = log.read_text()
+        text = _probe_ready(url, log)
     assert "graphkeep serving version=" in text
     assert f"url={url} docs={url}/docs" in text
     assert f"database kind=sqlite file={tmp_path / 'gk.db'}" in text
@@ -77,8 +85,7 @@ def test_text_start_up_lines_say_where_everything_is(tmp_path: Path) -> None:
 
 def test_json_logs_are_clean_json_with_the_start_up_fields(tmp_path: Path) -> None:
     with serve_at_info(tmp_path, "json") as (url, log):
-        _probe_ready(url)
-        lines = log.read_text().splitlines()
+        lines = _probe_ready(url, log).splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
     assert len(records) == len(lines)  # every line is one JSON object
     for line in lines:
