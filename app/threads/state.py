@@ -14,7 +14,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.errors import EmptyInputError, InvalidUpdateError
 from langgraph.types import StateSnapshot
 from langgraph.types import StateUpdate as GraphUpdate
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.access import read, transaction
 from app.db.types import utcnow
@@ -397,10 +397,23 @@ async def create_thread_with_supersteps(
     except (InvalidUpdateError, EmptyInputError, ValueError, KeyError) as exc:
         await storage.threads.delete_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
         raise InvalidInput(f"invalid supersteps: {exc}") from exc
+    await _store_latest(engine, tenant_id, thread.thread_id, latest, on_change)
+    return await storage.threads.get_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
+
+
+async def _store_latest(
+    engine: AsyncEngine,
+    tenant_id: str,
+    thread_id: str,
+    latest: ThreadState,
+    on_change: StateChangeHook | None,
+) -> None:
+    """The thread's cached status, values and interrupts from the state a write left
+    (`latest`), with `on_change` in the same transaction."""
     async with transaction(engine) as conn:
         stmt = q.thread_state_update(
             tenant_id=tenant_id,
-            thread_id=thread.thread_id,
+            thread_id=thread_id,
             status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
             values=latest.values,
             interrupts=_interrupts_by_task(latest),
@@ -408,8 +421,7 @@ async def create_thread_with_supersteps(
         )
         await conn.execute(stmt)
         if on_change is not None:
-            await on_change(conn, thread.thread_id, latest)
-    return await storage.threads.get_thread(tenant_id=tenant_id, thread_id=thread.thread_id)
+            await on_change(conn, thread_id, latest)
 
 
 def _interrupts_by_task(state: ThreadState) -> JSONObject:
@@ -454,18 +466,7 @@ async def update_state(
         except (InvalidUpdateError, EmptyInputError, ValueError, KeyError) as exc:
             raise InvalidInput(f"invalid state update: {exc}") from exc
         latest = snapshot_to_state(await graph.aget_state(_thread_config(thread.thread_id, None)))
-    async with transaction(engine) as conn:
-        stmt = q.thread_state_update(
-            tenant_id=tenant_id,
-            thread_id=thread.thread_id,
-            status=ThreadStatus.INTERRUPTED if latest.next else ThreadStatus.IDLE,
-            values=latest.values,
-            interrupts=_interrupts_by_task(latest),
-            now=utcnow(),
-        )
-        await conn.execute(stmt)
-        if on_change is not None:
-            await on_change(conn, thread.thread_id, latest)
+    await _store_latest(engine, tenant_id, thread.thread_id, latest, on_change)
     checkpoint = _checkpoint_json(new_config) or {}
     return StateUpdateResult(
         checkpoint=checkpoint,
