@@ -35,3 +35,9 @@ class ThreadStatus(StrEnum):
     BUSY = "busy"  # a run is pending or running on it
     INTERRUPTED = "interrupted"  # the last run stopped at an interrupt; it waits for a resume
     ERROR = "error"  # the last run failed
+
+
+# What a run attempt can come to besides a run status: its run deleted (a cancel with
+# rollback) or handed back to the queue (its worker drained at shutdown).
+ROLLBACK = "rollback"
+DRAINED = "drained"

@@ -38,6 +38,7 @@ from app.auth.filters import EMPTY, merge_containment
 from app.auth.principal import Principal
 from app.crons import service as crons_service
 from app.errors import AppError
+from app.statuses import RunStatus
 
 PRINCIPAL_SCOPE_KEY = "graphkeep.principal"
 NOT_UNDER_CUSTOM_AUTH = "this endpoint is not available when a custom auth handler is configured"
@@ -265,7 +266,7 @@ class Authorizer:
             "thread_id": thread_id,
             "assistant_id": body.get("assistant_id"),
             "run_id": None,
-            "status": "pending",
+            "status": RunStatus.PENDING.value,
             "metadata": dict(body.get("metadata") or {}),
             "prevent_insert_if_inflight": body.get("multitask_strategy") == "reject",
             "multitask_strategy": body.get("multitask_strategy"),

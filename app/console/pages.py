@@ -15,13 +15,14 @@ from app.console.render import ConsoleRoute, PrincipalDep, app_state, error_page
 from app.errors import InvalidInput, Unauthorized
 from app.runs.overview import runs_overview
 from app.runs.schemas import RunCreate
+from app.statuses import ThreadStatus
 from app.store.stats import count_items
 from app.threads.schemas import ThreadCreate, ThreadSearch
 
 router = APIRouter(route_class=ConsoleRoute, include_in_schema=False)
 PAGE_SIZE = 25
 SORTS = ("updated_at", "created_at", "thread_id", "status")
-STATUSES = ("idle", "busy", "interrupted", "error")
+STATUSES = tuple(status.value for status in ThreadStatus)
 MAX_SEARCH = 500
 
 

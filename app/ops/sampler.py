@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from app import metrics
 from app.db.access import read
 from app.ops import queries
+from app.statuses import RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -39,5 +40,5 @@ async def sample_queue(engine: AsyncEngine, *, timeout_seconds: float) -> bool:
     except Exception as exc:  # a scrape must succeed even when the database does not
         log.info("metrics: queue not sampled", extra={"error": type(exc).__name__})
         return False
-    metrics.set_queue_depth(counts.get("pending", 0), counts.get("running", 0))
+    metrics.set_queue_depth(counts.get(RunStatus.PENDING, 0), counts.get(RunStatus.RUNNING, 0))
     return True

@@ -79,7 +79,7 @@ from app.protocols.a2a_tasks import (
 )
 from app.protocols.shared import Caller, JSONObject
 from app.statuses import ACTIVE_RUN_STATUSES as ACTIVE_STATUSES
-from app.statuses import RunStatus
+from app.statuses import RunStatus, ThreadStatus
 from app.threads.service import new_thread_id
 
 A2A_PATH = "/a2a/{assistant_id}"
@@ -205,12 +205,14 @@ class GraphkeepRequestHandler(RequestHandler):
                 thread = await shared.thread_of(caller, thread_id)
             except ValidationFailed:
                 raise InvalidParamsError(message="contextId must be a UUID") from None
-            if message.task_id and (thread is None or thread.status != "interrupted"):
+            if message.task_id and (
+                thread is None or thread.status != ThreadStatus.INTERRUPTED.value
+            ):
                 raise UnsupportedOperationError(
                     message=f"Task {message.task_id} is not waiting for input; "
                     "send a new message without taskId"
                 )
-            if thread is not None and thread.status == "interrupted":
+            if thread is not None and thread.status == ThreadStatus.INTERRUPTED.value:
                 command = {"resume": said.resume_value()}
         try:
             run = await shared.start_run(

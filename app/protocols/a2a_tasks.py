@@ -32,10 +32,11 @@ from google.protobuf import json_format, struct_pb2
 
 from app.protocols import shared
 from app.protocols.shared import JSONObject
+from app.statuses import RunStatus
 
 # a stopped run (a cancel ends a run as `interrupted`) and a failed one, whatever the output
-_CANCELLED_STATUS = "interrupted"
-_FAILED_STATUSES = frozenset({"error", "timeout"})
+_CANCELLED_STATUS = RunStatus.INTERRUPTED.value
+_FAILED_STATUSES = frozenset({RunStatus.ERROR.value, RunStatus.TIMEOUT.value})
 # A run that resumes an input-required task carries the task's id in its metadata: the task
 # keeps the id of its first run across resumes (A2A tasks keep their id), and each resumed
 # run is still reachable by its own run id (tasks/get answers both with the task's id).

@@ -43,16 +43,10 @@ from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.signals import RunSignals
-from app.statuses import RunStatus, ThreadStatus
+from app.statuses import DRAINED, ROLLBACK, RunStatus, ThreadStatus
 from app.threads import run_status
 
 log = logging.getLogger(__name__)
-
-
-# what an attempt came to besides a run status: its run deleted (a cancel with rollback) or
-# handed back to the queue (drained at shutdown)
-ROLLBACK = "rollback"
-DRAINED = "drained"
 
 
 @dataclass

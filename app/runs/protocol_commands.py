@@ -18,6 +18,7 @@ from app.errors import AppError
 from app.runs.protocol_runs import PROTOCOL_MARKER
 from app.runs.schemas import RunCreate
 from app.runs.service import RunService
+from app.statuses import ThreadStatus
 from app.threads.service import ThreadService
 
 STRATEGIES = ("reject", "interrupt", "rollback", "enqueue")
@@ -121,7 +122,11 @@ class ProtocolCommands:
             # start vs resume is decided on the settled thread: a run still finishing at its
             # interrupt has not stored the interrupt yet (the official server polls too)
             deadline = asyncio.get_running_loop().time() + BUSY_WAIT_SECONDS
-            while thread is not None and thread.status == "busy" and not thread.interrupts:
+            while (
+                thread is not None
+                and thread.status == ThreadStatus.BUSY.value
+                and not thread.interrupts
+            ):
                 if asyncio.get_running_loop().time() > deadline:
                     break
                 await asyncio.sleep(0.05)

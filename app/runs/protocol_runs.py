@@ -31,6 +31,7 @@ from app.runs.resume import STRICT_RESUME_KEY
 from app.runs.threadlog import queries
 from app.runs.threadlog.codec import encode_payload
 from app.runs.threadlog.log import ThreadLog
+from app.statuses import DRAINED, ROLLBACK, RunStatus, ThreadStatus
 
 log = logging.getLogger(__name__)
 
@@ -294,7 +295,7 @@ class ThreadStreamRuns:
         The settle's statuses only (never rollback or drained); `ended(logged=True)` after."""
         if run.temporary and not is_protocol_run(run.kwargs):
             return None
-        if status == "success":
+        if status == RunStatus.SUCCESS:
             if run.run_id in self._root_interrupted:
                 return None  # its terminal was the root `interrupted` after `input.requested`
             done = {"event": "completed", "graph_name": run.graph_id}
@@ -304,7 +305,7 @@ class ThreadStreamRuns:
 
     @staticmethod
     def _failed(run: ClaimedRun, status: str, error: dict[str, str] | None) -> dict[str, Any]:
-        if status == "interrupted":
+        if status == RunStatus.INTERRUPTED:
             # cancelled: `failed` ends SDK waiters (official `interrupted` leaves them hanging)
             return {"event": "failed", "graph_name": run.graph_id, "error": CANCELLED_ERROR}
         message = (error or {}).get("message") or (error or {}).get("error") or status
@@ -322,15 +323,15 @@ class ThreadStreamRuns:
             return
         if run.temporary and not is_protocol_run(run.kwargs):
             return
-        if status == "rollback":  # the run went: its events go with it
+        if status == ROLLBACK:  # the run went: its events go with it
             async with transaction(self.engine) as conn:
                 await conn.execute(
                     queries.delete_for_run(tenant_id=run.tenant_id, run_id=run.run_id)
                 )
             return
-        if status == "drained":
+        if status == DRAINED:
             return  # it resumes elsewhere, under the same run id
-        if status == "success":
+        if status == RunStatus.SUCCESS:
             if interrupted:
                 return  # its terminal was the root `interrupted` after `input.requested`
             async with read(self.engine) as conn:
@@ -339,7 +340,7 @@ class ThreadStreamRuns:
                         queries.thread_status(tenant_id=run.tenant_id, thread_id=run.thread_id)
                     )
                 ).scalar()
-            event = "interrupted" if thread_status == "interrupted" else "completed"
+            event = "interrupted" if thread_status == ThreadStatus.INTERRUPTED else "completed"
             data = {"event": event, "graph_name": run.graph_id}
         else:
             data = self._failed(run, status, error)

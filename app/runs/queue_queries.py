@@ -46,7 +46,7 @@ from app.statuses import RunStatus
 # --------------------------------------------------------------------------- fence
 
 # the statuses in which a run still has an owner whose writes may count
-OWNED_STATUSES = ("running",)
+OWNED_STATUSES = (RunStatus.RUNNING.value,)
 
 # Bound names of the token in statements compiled once and run with `fencing.fence_params`
 # (the saver view's pre-compiled writes, the PostgreSQL settle statement).

@@ -128,7 +128,7 @@ def thread_row(
     now: datetime,
     values: Any = None,
     interrupts: JSONObject | None = None,
-    status: str = "idle",
+    status: str = ThreadStatus.IDLE,
     extra: JSONObject | None = None,
 ) -> JSONObject:
     """A new thread's columns (the TTL ones only when `extra` has them): `INSERT_THREAD`'s

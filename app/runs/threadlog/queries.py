@@ -45,11 +45,11 @@ from app.runs.fencing import (
     fence_params,
     owns_run_bound,
 )
-from app.statuses import ACTIVE_RUN_STATUSES
+from app.statuses import ACTIVE_RUN_STATUSES, FINAL_RUN_STATUSES
 
 TE = thread_events
 # statuses after which a run's attempt may still append its root terminal lifecycle
-SETTLED_STATUSES = ("success", "error", "timeout", "interrupted")
+SETTLED_STATUSES = tuple(sorted(status.value for status in FINAL_RUN_STATUSES))
 
 _COLUMNS = (
     "thread_id",
