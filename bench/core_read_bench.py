@@ -12,6 +12,9 @@ check-in) is paid by nearly every request. The variants:
 - listened  as `switched`, with one connection-event listener on the engine, as the fast
             path's `engine_disposed` listener was before 0c2c95d: SQLAlchemy then
             dispatches every connection event of every statement
+- fast      the same SELECT pre-compiled on the serving engine's fast-path executor
+            (`app.db.direct.fast_executor`, what the saver and the Store run on): the price
+            of SQLAlchemy Core's per-statement machinery is the difference (`read` only)
 
 Operations: `read` (one-row SELECT of a thread by id, the shape of GET /threads/{id}) and
 `transaction` (that SELECT and an UPDATE in one transaction). CPU time is this process's
@@ -36,7 +39,7 @@ from benchkit import PG_ADMIN_DSN, pg_database
 from sqlalchemy import bindparam, event, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-VARIANTS = ("serving", "switched", "listened")
+VARIANTS = ("serving", "switched", "listened", "fast")
 OPS = ("read", "transaction")
 
 
@@ -50,6 +53,20 @@ def _engines(url: str) -> dict[str, AsyncEngine]:
         "switched": create_engine(url, bounded=True),
         "listened": listened,
     }
+
+
+def _fast_read(executor: Any, thread_id: str) -> Callable[[], Awaitable[Any]]:
+    """The `read` operation's SELECT, pre-compiled on the fast-path executor."""
+    from app.db.tables import threads
+
+    key = {"t": "bench", "i": thread_id}
+    by_id = (threads.c.tenant_id == bindparam("t")) & (threads.c.thread_id == bindparam("i"))
+    prepared = executor.prepare(select(threads).where(by_id))
+
+    async def read_one() -> None:
+        assert await executor.fetch(prepared, key)
+
+    return read_one
 
 
 def _operations(engine: AsyncEngine, thread_id: str) -> dict[str, Callable[[], Awaitable[Any]]]:
@@ -91,21 +108,27 @@ async def _run(url: str, rounds: int, count: int) -> dict[str, dict[str, float]]
     )
     async with engines["switched"].begin() as conn:
         await conn.execute(thread_queries.INSERT_THREAD, row)
+    from app.db.direct import fast_executor
+
     ops = {name: _operations(engine, thread_id) for name, engine in engines.items()}
-    samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in OPS} for v in VARIANTS}
+    executor = fast_executor(engines["serving"], closed_by_owner=True)
+    ops["fast"] = {"read": _fast_read(executor, thread_id)}
+    samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in ops[v]} for v in VARIANTS}
     try:
         for variant in VARIANTS:  # warm up: compiled cache, prepared statements, pool
-            for op in OPS:
+            for op in ops[variant]:
                 await _cpu_us(ops[variant][op], 200)
         for rnd in range(rounds):
             order = VARIANTS if rnd % 2 == 0 else VARIANTS[::-1]
             for op in OPS:
                 for variant in order:
-                    samples[variant][op].append(await _cpu_us(ops[variant][op], count))
+                    if op in ops[variant]:
+                        samples[variant][op].append(await _cpu_us(ops[variant][op], count))
     finally:
+        await executor.aclose()
         for engine in engines.values():
             await engine.dispose()
-    return {v: {op: statistics.median(samples[v][op]) for op in OPS} for v in VARIANTS}
+    return {v: {op: statistics.median(cpu) for op, cpu in samples[v].items()} for v in VARIANTS}
 
 
 async def main() -> int:
@@ -133,6 +156,8 @@ async def main() -> int:
     for variant in VARIANTS:
         cells = "".join(
             f"{result[variant][op]:>14.1f}{result[variant][op] / result['serving'][op]:>7.2f}x"
+            if op in result[variant]
+            else f"{'-':>14}{'':>8}"
             for op in OPS
         )
         print(f"{variant:<10}{cells}")
