@@ -112,9 +112,11 @@ async def _run(url: str, rounds: int, count: int) -> dict[str, dict[str, float]]
 
     ops = {name: _operations(engine, thread_id) for name, engine in engines.items()}
     executor = fast_executor(engines["serving"], closed_by_owner=True)
-    ops["fast"] = {"read": _fast_read(executor, thread_id)}
-    samples: dict[str, dict[str, list[float]]] = {v: {op: [] for op in ops[v]} for v in VARIANTS}
     try:
+        ops["fast"] = {"read": _fast_read(executor, thread_id)}
+        samples: dict[str, dict[str, list[float]]] = {
+            v: {op: [] for op in ops[v]} for v in VARIANTS
+        }
         for variant in VARIANTS:  # warm up: compiled cache, prepared statements, pool
             for op in ops[variant]:
                 await _cpu_us(ops[variant][op], 200)

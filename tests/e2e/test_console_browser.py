@@ -106,8 +106,9 @@ def _wait(
 def _runs_of(c: Console, thread_id: str, last: list[Any]) -> list[Any]:
     """The thread's runs (as listed by the API); `last` keeps the answer for `_wait`."""
     r = c.api.get(f"/threads/{thread_id}/runs")
-    last[:] = [r.status_code, r.json()]
-    return list(r.json()) if r.status_code == 200 else []
+    body = r.json()
+    last[:] = [r.status_code, body]
+    return list(body) if r.status_code == 200 else []
 
 
 @pytest.fixture(scope="module")
