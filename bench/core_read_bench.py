@@ -16,8 +16,11 @@ check-in) is paid by nearly every request. The variants:
             (`app.db.direct.fast_executor`, what the saver and the Store run on): the price
             of SQLAlchemy Core's per-statement machinery is the difference (`read` only)
 
-Operations: `read` (one-row SELECT of a thread by id, the shape of GET /threads/{id}) and
-`transaction` (that SELECT and an UPDATE in one transaction). CPU time is this process's
+Operations: `read` (one-row SELECT of a thread by id, the shape of GET /threads/{id}),
+`transaction` (that SELECT and an UPDATE in one transaction) and `checkout` (a connection out
+of `read()` and back with no statement: what of `read` is the pool and SQLAlchemy's
+connection wrapper, each a greenlet hop, rather than the statement; the fast path parks its
+own connection, so it has no such row). CPU time is this process's
 (`time.process_time`); the database server's is not counted. The variants alternate in
 rounds; the report gives the median over rounds of each round's mean, and the ratio to
 `serving`.
@@ -40,7 +43,7 @@ from sqlalchemy import bindparam, event, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 VARIANTS = ("serving", "switched", "listened", "fast")
-OPS = ("read", "transaction")
+OPS = ("read", "transaction", "checkout")
 
 
 def _engines(url: str) -> dict[str, AsyncEngine]:
@@ -87,7 +90,11 @@ def _operations(engine: AsyncEngine, thread_id: str) -> dict[str, Callable[[], A
             assert (await conn.execute(get, key)).first() is not None
             await conn.execute(touch, key)
 
-    return {"read": read_one, "transaction": read_and_write}
+    async def checkout() -> None:
+        async with read(engine):
+            pass
+
+    return {"read": read_one, "transaction": read_and_write, "checkout": checkout}
 
 
 async def _cpu_us(op: Callable[[], Awaitable[Any]], count: int) -> float:
