@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -17,6 +18,7 @@ from sqlalchemy import (
     case,
     cast,
     exists,
+    false,
     func,
     literal,
     or_,
@@ -209,10 +211,14 @@ def json_contains(dialect: Dialect | str, column: ColumnElement[Any], value: Any
     raise ValueError(f"unsupported database dialect {name!r}")
 
 
-def _one_of(expr: ColumnElement[Any], values: list[str] | tuple[str, ...]) -> ColumnElement[bool]:
-    """`expr IN (values)` spelt as equalities: a plain bound list is an "expanding" parameter
-    that SQLAlchemy renders into the SQL again on every execution, even from its cache."""
+def one_of(expr: ColumnElement[Any], values: Sequence[str]) -> ColumnElement[bool]:
+    """`expr IN (values)` spelt as equalities, each value an ordinary bind (no values: false).
+    A plain `expr.in_(values)` is an "expanding" parameter that SQLAlchemy renders into the SQL
+    again on every execution, even of a statement from its cache: use this in any statement
+    that is built once and run many times (tests/unit/test_cached_statements.py)."""
     conds = [expr == value for value in values]
+    if not conds:
+        return false()
     return conds[0] if len(conds) == 1 else or_(*conds)
 
 
@@ -234,13 +240,13 @@ def _sqlite_json_type(value: Any) -> list[str]:
 
 def _sqlite_contains(column: ColumnElement[Any], path: str, value: Any) -> Any:
     if isinstance(value, dict):
-        conds_obj: list[Any] = [_one_of(func.json_type(column, path), ["object"])]
+        conds_obj: list[Any] = [one_of(func.json_type(column, path), ["object"])]
         for key, sub in value.items():
             escaped = str(key).replace("\\", "\\\\").replace('"', '\\"')
             conds_obj.append(_sqlite_contains(column, f'{path}."{escaped}"', sub))
         return and_(*conds_obj)
     if isinstance(value, list):
-        conds: list[Any] = [_one_of(func.json_type(column, path), ["array"])]
+        conds: list[Any] = [one_of(func.json_type(column, path), ["array"])]
         for element in value:
             each = func.json_each(column, path).table_valued("value", "type")
             if isinstance(element, dict | list):
@@ -248,12 +254,12 @@ def _sqlite_contains(column: ColumnElement[Any], path: str, value: Any) -> Any:
                 match = each.c.value == func.json(json.dumps(element, separators=(",", ":")))
             else:
                 match = and_(
-                    _one_of(each.c.type, _sqlite_json_type(element)),
+                    one_of(each.c.type, _sqlite_json_type(element)),
                     each.c.value == _sqlite_scalar(element),
                 )
             conds.append(exists(select(literal(1)).select_from(each).where(match)))
         return and_(*conds)
-    cond = _one_of(func.json_type(column, path), _sqlite_json_type(value))
+    cond = one_of(func.json_type(column, path), _sqlite_json_type(value))
     if value is None:
         return cond
     return and_(cond, func.json_extract(column, path) == _sqlite_scalar(value))
@@ -308,7 +314,7 @@ def json_kind_is(
     """The JSON at `path` is of `kind` (one of JSON_KINDS)."""
     if _dialect_name(dialect) == "postgresql":
         return func.jsonb_typeof(_pg_at(column, path)) == kind
-    return _one_of(func.json_type(column, _sqlite_path(path)), _SQLITE_KINDS[kind])
+    return one_of(func.json_type(column, _sqlite_path(path)), _SQLITE_KINDS[kind])
 
 
 def json_missing(
@@ -358,7 +364,7 @@ def json_scalar_equals(
         return _pg_at(column, path) == bindparam(name, type_=postgresql.JSONB)
     where = _sqlite_path(path)
     return and_(
-        _one_of(func.json_type(column, where), _SQLITE_KINDS[kind]),
+        one_of(func.json_type(column, where), _SQLITE_KINDS[kind]),
         func.json_extract(column, where) == bindparam(name),
     )
 
@@ -384,7 +390,7 @@ def _sqlite_equals(column: ColumnElement[Any], path: JsonPath, value: Any) -> Co
         return func.json_type(column, where) == ("true" if value else "false")
     kind = "number" if isinstance(value, int | float) else "string"
     return and_(
-        _one_of(func.json_type(column, where), _SQLITE_KINDS[kind]),
+        one_of(func.json_type(column, where), _SQLITE_KINDS[kind]),
         func.json_extract(column, where) == value,
     )
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Integer,
     Select,
     and_,
     bindparam,
@@ -30,6 +31,7 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    literal_column,
     or_,
     select,
     table,
@@ -38,7 +40,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql.dml import Delete, Update
 
-from app.db.dialect import lock_for_claim
+from app.db.dialect import lock_for_claim, one_of
 from app.db.tables import run_events, runs
 from app.db.types import JSONType
 from app.statuses import RunStatus
@@ -70,7 +72,7 @@ def owns_run_bound() -> ColumnElement[bool]:
     return and_(
         runs.c.run_id == bindparam(FENCE_RUN_ID, type_=runs.c.run_id.type),
         runs.c.attempt == bindparam(FENCE_ATTEMPT, type_=runs.c.attempt.type),
-        runs.c.status.in_(OWNED_STATUSES),
+        one_of(runs.c.status, OWNED_STATUSES),
     )
 
 
@@ -79,7 +81,7 @@ def owns_run(token: Token) -> ColumnElement[bool]:
     return and_(
         runs.c.run_id == token.run_id,
         runs.c.attempt == token.attempt,
-        runs.c.status.in_(OWNED_STATUSES),
+        one_of(runs.c.status, OWNED_STATUSES),
     )
 
 
@@ -89,6 +91,13 @@ def still_owned(token: Token) -> ColumnElement[bool]:
 
 
 # --------------------------------------------------------------------------- claim / lease
+
+
+def _sql_constant(status: str) -> ColumnElement[str]:
+    """A run status as an SQL string literal in the statement's text."""
+    if not status.isidentifier():  # our enum's values: nothing to quote or escape
+        raise ValueError(f"not a plain status name: {status!r}")
+    return literal_column(f"'{status}'", runs.c.status.type)
 
 
 @functools.cache
@@ -101,8 +110,10 @@ def claim(dialect_name: str) -> Update:
     # PostgreSQL's generic plan must guess how many runs are pending (a fifth of the table, not
     # the few there are), finds itself costlier than a plan for the actual values, and plans
     # the claim afresh on almost every call (3,581 plans in 4,099 claims, 0.47 ms each).
-    pending = literal(RunStatus.PENDING.value, literal_execute=True)
-    running = literal(RunStatus.RUNNING.value, literal_execute=True)
+    # Written in at compile time (constants of our own, so the cached SQL carries them), not
+    # with `literal_execute`, which SQLAlchemy renders again on every execution.
+    pending = _sql_constant(RunStatus.PENDING.value)
+    running = _sql_constant(RunStatus.RUNNING.value)
     cand = runs.alias("cand")
     other = runs.alias("other")
     blocked = exists(
@@ -119,7 +130,7 @@ def claim(dialect_name: str) -> Update:
         select(cand.c.run_id)
         .where(cand.c.status == pending, cand.c.available_at <= now, ~blocked)
         .order_by(cand.c.created_at, cand.c.run_id)
-        .limit(literal(1, literal_execute=True))
+        .limit(literal_column("1", Integer()))
     )
     candidate = lock_for_claim(dialect_name, candidate)
     return (

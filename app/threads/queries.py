@@ -25,7 +25,6 @@ from sqlalchemy import (
     exists,
     func,
     insert,
-    or_,
     select,
     true,
     update,
@@ -34,7 +33,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Row
 from sqlalchemy.sql.dml import Delete, Update
 
-from app.db.dialect import insert_for, json_contains
+from app.db.dialect import insert_for, json_contains, one_of
 from app.db.listing import order_by
 from app.db.tables import (
     checkpoint_blobs,
@@ -330,9 +329,7 @@ def active_runs_on(
     conditions = [
         runs.c.thread_id == thread_id,
         runs.c.tenant_id == tenant_id,
-        # equalities, not IN: an IN list is an expanding parameter, re-rendered into the SQL
-        # on every execution of an otherwise cached statement (the run create's hot path)
-        or_(*(runs.c.status == status for status in _ACTIVE)),
+        one_of(runs.c.status, _ACTIVE),  # not IN: the statement is cached (run create)
     ]
     if other_than is not None:
         conditions.append(runs.c.run_id != other_than)

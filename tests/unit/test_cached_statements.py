@@ -1,7 +1,9 @@
-"""The statements the thread and assistant routes build once per shape and then execute many
-times carry no expanding (post-compile) parameter on PostgreSQL. SQLAlchemy renders such a
-parameter, e.g. a plain `column.in_(values)`, into the SQL again on every execution of an
-otherwise cached statement: that was a third of an assistant search's SQLAlchemy time."""
+"""The statements built once (per shape) and executed on every request or run carry no
+expanding or literal-execute (post-compile) parameter. SQLAlchemy renders such a parameter, a
+plain `column.in_(values)` or `literal(..., literal_execute=True)`, into the SQL again on every
+execution of an otherwise cached statement: that was a third of an assistant search's
+SQLAlchemy time, and it ran on the claim, the thread log's append and the settle of every
+run. `app.db.dialect.one_of` is the way to write such an IN."""
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import itertools
 from typing import Any
 
 import pytest
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from app.assistants import queries as assistant_queries
+from app.runs import fencing, finish_queries, queue_queries
+from app.runs.threadlog import queries as log_queries
 from app.threads import queries as thread_queries
 
 PG = postgresql.asyncpg.dialect()  # the server's driver: it spells binds as $1
@@ -51,11 +56,34 @@ def _thread_statements() -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("statement", _assistant_searches() + _thread_statements())
+def _run_statements() -> list[Any]:
+    """Each run's own: claimed, started (fenced), logged, settled (PostgreSQL's one-statement
+    settle and delete)."""
+    return [
+        queue_queries.claim("postgresql"),
+        select(fencing.owns_run_bound()),
+        log_queries.append_events("postgresql"),
+        log_queries.append_events("postgresql", settled=True),
+        log_queries.append_announced(),
+        log_queries.append_announced(settled=True),
+        finish_queries.settle_in_one(),
+        finish_queries.delete_temporary_in_one(),
+    ]
+
+
+@pytest.mark.parametrize(
+    "statement", _assistant_searches() + _thread_statements() + _run_statements()
+)
 def test_a_cached_statement_is_rendered_once(statement: Any) -> None:
     compiled = statement.compile(dialect=PG)
     assert not compiled.post_compile_params, str(compiled)
+    assert not compiled.literal_execute_params, str(compiled)
     assert "POSTCOMPILE" not in str(compiled)
+
+
+def test_the_claim_is_rendered_once_on_sqlite_too() -> None:
+    compiled = queue_queries.claim("sqlite").compile(dialect=sqlite.dialect())
+    assert not compiled.post_compile_params and not compiled.literal_execute_params
 
 
 def test_the_graph_ids_are_bound_in_the_assistant_search() -> None:

@@ -36,7 +36,7 @@ from sqlalchemy import (
     update,
 )
 
-from app.db.dialect import bound_rows, bound_rows_params
+from app.db.dialect import bound_rows, bound_rows_params, one_of
 from app.db.tables import runs, thread_events, threads
 from app.runs.fencing import (
     FENCE_ATTEMPT,
@@ -81,7 +81,7 @@ def settled_by_bound() -> ColumnElement[bool]:
         select(runs.c.run_id).where(
             runs.c.run_id == bindparam(FENCE_RUN_ID, type_=runs.c.run_id.type),
             runs.c.attempt == bindparam(FENCE_ATTEMPT, type_=runs.c.attempt.type),
-            runs.c.status.in_(SETTLED_STATUSES),
+            one_of(runs.c.status, SETTLED_STATUSES),
         )
     )
 
