@@ -197,12 +197,12 @@ def search_statement(
     sort_order: str | None = None,
 ) -> Select[Any]:
     """PostgreSQL: an assistant search (or count) of one filter shape, the server's graph ids
-    written in, every value a bind parameter (tenant_id, metadata, graph_id, name_pattern - a
-    LIKE pattern escaped with '/' -, limit, offset); the conditions of `filtered`."""
+    carried by the statement itself (one statement per id set), every request value a bind
+    parameter (tenant_id, metadata, graph_id, name_pattern - a LIKE pattern escaped with '/' -,
+    limit, offset); the conditions of `filtered`."""
     stmt = select(func.count().label("n")).select_from(assistants) if count else select(assistants)
     stmt = stmt.where(
         or_(A.tenant_id == bindparam("tenant_id"), A.tenant_id == SYSTEM_TENANT),
-        # the graph ids as ordinary binds: the statement is cached per shape and id set
         one_of(A.graph_id, graph_ids),
     )
     if graph_id:

@@ -106,12 +106,11 @@ def claim(dialect_name: str) -> Update:
     older pending run, made running under the caller's lease (bound: p_now, p_lease_until,
     p_worker). PostgreSQL skips rows other claimers locked; SQLite's write lock serialises."""
     now = bindparam("p_now", type_=runs.c.available_at.type)
-    # The statuses and the limit are written into the SQL, not bound: with them as parameters
-    # PostgreSQL's generic plan must guess how many runs are pending (a fifth of the table, not
-    # the few there are), finds itself costlier than a plan for the actual values, and plans
-    # the claim afresh on almost every call (3,581 plans in 4,099 claims, 0.47 ms each).
-    # Written in at compile time (constants of our own, so the cached SQL carries them), not
-    # with `literal_execute`, which SQLAlchemy renders again on every execution.
+    # The statuses and the limit are written into the SQL text when it is compiled, not bound:
+    # with them as parameters PostgreSQL's generic plan must guess how many runs are pending (a
+    # fifth of the table, not the few there are), finds itself costlier than a plan for the
+    # actual values, and plans the claim afresh on almost every call (3,581 plans in 4,099
+    # claims, 0.47 ms each). Not `literal_execute`: SQLAlchemy renders that on every execution.
     pending = _sql_constant(RunStatus.PENDING.value)
     running = _sql_constant(RunStatus.RUNNING.value)
     cand = runs.alias("cand")

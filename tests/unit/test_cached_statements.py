@@ -86,6 +86,17 @@ def test_the_claim_is_rendered_once_on_sqlite_too() -> None:
     assert not compiled.post_compile_params and not compiled.literal_execute_params
 
 
+@pytest.mark.parametrize("dialect", [PG, sqlite.dialect()], ids=["postgresql", "sqlite"])
+def test_the_claim_still_writes_its_statuses_and_limit_into_the_sql(dialect: Any) -> None:
+    """Rendered once, but still literals: as bound values PostgreSQL's generic plan misjudged
+    how many runs are pending and planned the claim afresh on almost every call."""
+    sql = str(queue_queries.claim(dialect.name).compile(dialect=dialect))
+    candidate = sql[sql.index("SELECT") :]
+    assert "cand.status = 'pending'" in candidate
+    assert "other.status = 'running'" in candidate
+    assert "LIMIT 1" in candidate
+
+
 def test_the_graph_ids_are_bound_in_the_assistant_search() -> None:
     """The ids travel as the statement's own binds; no graph at all matches nothing."""
     some = assistant_queries.search_statement(
