@@ -49,7 +49,7 @@ class Finish:
     tenant_id: str
     rows: list[dict[str, Any]]  # event rows, `__end__` last (RunPublisher.final_rows)
     wrote_any: bool  # rows were stored before: set their expiry too
-    channel: str
+    channel: str | None  # None: no other process listens, so no NOTIFY (app/runs/peers.py)
     e_payload: str
     q_payload: str
     # the thread stream's root terminal, stored with the end (`settle` only): its encoded
@@ -116,7 +116,8 @@ def _common(finish: Finish) -> dict[str, Any]:
         "e_created_at": [r["created_at"] for r in rows],
         "e_expires_at": rows[-1]["expires_at"],
         "e_wrote_any": finish.wrote_any,
-        "e_channel": finish.channel,
+        "e_channel": finish.channel or "",
+        "e_announce": finish.channel is not None,
         "e_payload": finish.e_payload,
     }
 

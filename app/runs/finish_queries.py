@@ -132,9 +132,13 @@ def _events_ctes(b: dict[str, Any], owner: Any) -> list[Any]:
 
 
 def _announce(source: Any, payload: str) -> Any:
+    """pg_notify(:e_channel, :<payload>) once per row of `source`, only with `:e_announce`
+    (another process listens: app/runs/peers.py). A notifying commit holds PostgreSQL's
+    cluster-wide NOTIFY lock through its WAL flush, so a lone process sends none."""
     return cast(
         select(func.pg_notify(bindparam("e_channel", type_=Text), bindparam(payload, type_=Text)))
         .select_from(source)
+        .where(bindparam("e_announce", type_=Boolean))
         .scalar_subquery(),
         Text,
     )

@@ -207,7 +207,10 @@ class RunService:
             seen_state_at=seen.thread_state_at,
         )
         dialect = self.engine.dialect.name
-        statements, at = queries.quick_create(dialect, new_thread=new_thread, notify=not direct)
+        # a queued run wakes other processes' idle workers; a lone process wakes its own
+        # (`create`) and sends no NOTIFY (app/runs/peers.py)
+        announce = not direct and not self.hub.alone
+        statements, at = queries.quick_create(dialect, new_thread=new_thread, notify=announce)
         rows: list[Row[Any]] = []
         for statement in statements:
             written = (await conn.execute(statement, params)).first()

@@ -84,3 +84,48 @@ async def test_a_hub_that_does_not_listen_always_notifies(pg_url: str, heard: li
         await _until(lambda: Kind.EVENTS in _kinds(heard, hub.origin))
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_lone_server_queues_and_settles_runs_without_notify(
+    pg_url: str, heard: list[str], make_client: Any
+) -> None:
+    """The run's own statements (the create that queues it, the settle) embed their NOTIFYs;
+    those too are sent only while another process listens. A notifying commit holds the
+    cluster-wide NOTIFY lock through its WAL flush, so a lone server paid it about twice per
+    run for nobody."""
+    client = await make_client()
+
+    def app_origin() -> str | None:
+        hellos = [n for p in heard if (n := decode(p)) is not None and n.kind is Kind.HELLO]
+        return hellos[0].origin if hellos else None
+
+    await _until(lambda: app_origin() is not None)  # its listener is up: it knows it is alone
+    origin = str(app_origin())
+
+    async def queued_run() -> None:
+        tid = str((await client.post("/threads", json={})).json()["thread_id"])
+        # due in a moment: queued, not taken by a free local slot at once (that sends no `q`)
+        body = {"assistant_id": "echo", "input": {"n": 1}, "after_seconds": 0.3}
+        run = (await client.post(f"/threads/{tid}/runs", json=body)).json()
+        assert run["status"] == "pending"
+        joined = await client.get(f"/threads/{tid}/runs/{run['run_id']}/join")
+        assert joined.status_code == 200, joined.text
+        assert (await client.get(f"/threads/{tid}/runs/{run['run_id']}")).json()[
+            "status"
+        ] == "success"
+
+    await queued_run()
+    await asyncio.sleep(0.3)  # a NOTIFY would be heard by now
+    assert not {Kind.QUEUED, Kind.EVENTS} & set(_kinds(heard, origin)), heard
+
+    peer_engine = create_engine(pg_url)
+    peer = EventHub(peer_engine, retention_seconds=60)
+    try:
+        await peer.start()  # the app answers its hello: from now on it has someone to tell
+        await _until(lambda: Kind.PRESENT in _kinds(heard, origin))
+        await queued_run()
+        await _until(lambda: {Kind.QUEUED, Kind.EVENTS} <= set(_kinds(heard, origin)))
+    finally:
+        await peer.stop()
+        await peer_engine.dispose()
