@@ -400,9 +400,12 @@ class EventHub:
                 if not tail:
                     return
                 continue
-            if local is None and time.monotonic() - announced >= heartbeat:
+            if live and local is None and time.monotonic() - announced >= heartbeat:
                 # executing elsewhere (or not yet): ask for its events as they come; again
-                # at each heartbeat, for a process that claims the run later
+                # at each heartbeat, for a process that claims the run later. A reader that
+                # wants only the end (`live=False`) does not: the run's final statement stores
+                # its events and wakes this process (its NOTIFY), so the run is not made to
+                # store each batch as it comes for a reader that reads none of them.
                 await self.announce_reader(run_id)
                 announced = time.monotonic()
             try:

@@ -129,3 +129,32 @@ async def test_a_lone_server_queues_and_settles_runs_without_notify(
     finally:
         await peer.stop()
         await peer_engine.dispose()
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_wait_on_another_process_asks_for_no_events_and_wakes_at_the_end(
+    heard: list[str], make_client: Any
+) -> None:
+    """runs/wait answers with the run's end only. Served by an API-only process while another
+    process executes the run, it does not announce itself as a reader (`w`), which would make
+    the executing process store and NOTIFY each batch of events as it comes; the run's final
+    statement stores them all and its NOTIFY wakes the wait, long before a keep-alive."""
+    api = await make_client(workers=0, stream_keepalive_seconds=30)
+    await make_client(workers=2)  # executes the runs: another process, its own hub
+
+    def kinds() -> list[Kind]:
+        return [n.kind for p in heard if (n := decode(p)) is not None]
+
+    # the executor's hello answered by the API's present: each knows the other
+    await _until(lambda: kinds().count(Kind.HELLO) >= 2 and Kind.PRESENT in kinds())
+    loop = asyncio.get_running_loop()
+    for text in ("a", "b", "c"):
+        tid = str((await api.post("/threads", json={})).json()["thread_id"])
+        started = loop.time()
+        body = {"assistant_id": "echo", "input": {"text": text}}
+        answer = await api.post(f"/threads/{tid}/runs/wait", json=body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"text": text}
+        assert loop.time() - started < 10  # by the end's NOTIFY, not the 30 s keep-alive
+    assert Kind.EVENTS in kinds()  # the ends were announced
+    assert Kind.WATCH not in kinds(), heard
