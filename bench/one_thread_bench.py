@@ -117,7 +117,7 @@ async def main() -> int:
     args = parser.parse_args()
     # graphkeep_server's knobs, as server_bench passes them: the server's defaults
     args.workers = args.pool_size = args.max_overflow = None
-    args.extra_workers, args.worker_concurrency = 0, 4
+    args.extra_workers, args.worker_concurrency, args.replicas = 0, 4, 1
     tmp = Path(tempfile.mkdtemp(prefix="gk_one_thread_"))
     (tmp / "echo_graph.py").write_text(MESSAGES_GRAPH)
     (tmp / "langgraph.json").write_text(
@@ -128,7 +128,7 @@ async def main() -> int:
     await pg_database("create", library_db)
     rounds: list[dict[str, Any]] = []
     try:
-        async with graphkeep_server(tmp, args) as (url, _database, _pid):
+        async with graphkeep_server(tmp, args) as (url, _database, _pid, _others):
             library_dsn = PG_ADMIN_DSN.rsplit("/", 1)[0] + f"/{library_db}?sslmode=disable"
             for rnd in range(args.rounds):
                 result = await one_round(url, library_dsn, builder, args.runs)

@@ -20,12 +20,14 @@ ratios. Progress goes to stderr line by line; run it in the background with a lo
     python bench/server_bench.py --quick                           # fewer requests
     python bench/server_bench.py --measures wait --levels 32 --rounds 5   # one figure
     python bench/server_bench.py --skip-official
+    python bench/server_bench.py --measures thread_wait --replicas 2 --against-one-process
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import shutil
 import statistics
@@ -93,6 +95,9 @@ PROBES: dict[str, list[dict[str, Any]]] = {}  # --probe: per target and step, pe
 MEASURES: tuple[str, ...] = ("wait", "thread_wait", "stream", "one_thread")
 ENCRYPTED = "graphkeep_pg_encrypted"
 BASELINE = "graphkeep_baseline"
+ONE_PROCESS_TARGET = "graphkeep_one_process"
+# --against-one-process: the layout options at graphkeep's defaults (one `graphkeep serve`)
+ONE_PROCESS = {"replicas": 1, "workers": None, "extra_workers": 0}
 BENCH_KEY = "base64:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
 
 
@@ -111,11 +116,13 @@ class Target:
         database: str | None = None,
         pid: int | None = None,
         client: str = "lean",
+        replicas: list[str] | None = None,
     ) -> None:
         self.name = name
         self.database = database  # graphkeep's own database and process (for --probe)
         self.pid = pid
         self.client = client
+        self.replicas = replicas or []  # --replicas: the other processes' URLs
         self._connect(url)
 
     def _connect(self, url: str) -> None:
@@ -124,11 +131,21 @@ class Target:
         self.http = httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
         # the runs/wait measures' client (leanhttp's docstring says why not httpx by default)
         self.lean = LeanClient(url) if self.client == "lean" else None
+        # --replicas: the thread and runs/wait calls go round-robin over every process, as a
+        # load balancer would spread them (any process serves any request)
+        self._spread: list[Any] = [self.lean or self.http]
+        for other in self.replicas:
+            if self.client == "lean":
+                self._spread.append(LeanClient(other))
+            else:
+                self._spread.append(httpx.AsyncClient(base_url=other, timeout=120, limits=limits))
+        self._turn = itertools.cycle(self._spread)
 
     async def aclose(self) -> None:
         await self.http.aclose()
-        if self.lean is not None:
-            await self.lean.aclose()
+        for client in self._spread:
+            if client is not self.http:
+                await client.aclose()
 
     async def reopen(self, url: str) -> None:
         """Point this target at a restarted server (new clients, warmed up again)."""
@@ -137,9 +154,10 @@ class Target:
         await self.warm_up()
 
     async def post_json(self, path: str, body: Any) -> Any:
-        if self.lean is not None:
-            return await self.lean.post_json(path, body)
-        r = await self.http.post(path, json=body)
+        client = next(self._turn)
+        if isinstance(client, LeanClient):
+            return await client.post_json(path, body)
+        r = await client.post(path, json=body)
         r.raise_for_status()
         return r.json()
 
@@ -276,8 +294,9 @@ async def bench_interleaved(
 @asynccontextmanager
 async def graphkeep_server(
     tmp: Path, args: argparse.Namespace, encryption_key: str | None = None, root: Path = ROOT
-) -> AsyncIterator[tuple[str, str, int]]:
-    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL, database and pid."""
+) -> AsyncIterator[tuple[str, str, int, list[str]]]:
+    """`graphkeep serve` on a throwaway PostgreSQL database; yields its URL, database and pid,
+    and the URLs of the other `serve` processes on that database (`--replicas`)."""
     name = f"gk_srv_bench_{uuid.uuid4().hex[:8]}"
     extra = {"GRAPHKEEP_ENCRYPTION_KEY": encryption_key} if encryption_key else {}
     await pg_database("create", name)
@@ -303,9 +322,13 @@ async def graphkeep_server(
             check=True,
             capture_output=True,
         )
+
+        def serve(port: int) -> list[str]:
+            config = ["--config", str(tmp / "langgraph.json")]
+            return [sys.executable, "-m", "app.cli", "serve", "--port", str(port), *config]
+
         port = free_port()
-        cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(port)]
-        cmd += ["--config", str(tmp / "langgraph.json")]
+        cmd = serve(port)
         with ExitStack() as stack:
             # Optional `graphkeep worker` processes beside the API (API and workers scale
             # apart): runs the API process has no free slot for go to them.
@@ -314,13 +337,22 @@ async def graphkeep_server(
                 worker_cmd += ["--config", str(tmp / "langgraph.json")]
                 worker_cmd += ["--concurrency", str(args.worker_concurrency)]
                 worker_env = {**env, "GRAPHKEEP_WORKERS": str(args.worker_concurrency)}
-                stack.enter_context(process(worker_cmd, worker_env, tmp / f"worker{i}.log", ROOT))
+                stack.enter_context(process(worker_cmd, worker_env, tmp / f"worker{i}.log", root))
             log = tmp / f"graphkeep-{name}.log"
             proc = stack.enter_context(process(cmd, env, log, root))
             url = f"http://127.0.0.1:{port}"
+            # Optional more `graphkeep serve` processes on the same database (replicas behind
+            # a load balancer, here on one host): each with its API and in-process workers.
+            others: list[str] = []
+            for i in range(1, args.replicas):
+                other_port = free_port()
+                other_log = tmp / f"graphkeep-{name}-replica{i}.log"
+                other = stack.enter_context(process(serve(other_port), env, other_log, root))
+                others.append(f"http://127.0.0.1:{other_port}")
+                await wait_ready(others[-1], other, other_log)
             await wait_ready(url, proc, log)
-            progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name})")
-            yield url, name, proc.pid
+            progress(f"graphkeep ready at {url} (pid {proc.pid}, database {name}) {others}")
+            yield url, name, proc.pid, others
     finally:
         await pg_database("drop", name)
 
@@ -365,6 +397,8 @@ def report(summary_: dict[str, dict[str, dict[str, float]]]) -> str:
         mine, other = "with key", "no key"
     if BASELINE in summary_:  # --baseline-tree: this tree beside another
         off, other = summary_[BASELINE], "baseline tree"
+    if ONE_PROCESS_TARGET in summary_:  # --against-one-process: this layout beside one process
+        off, other = summary_[ONE_PROCESS_TARGET], "one process"
     lines = [
         f"{'measure':<36}{mine:>24}  {other:>24}  {'ratio':>16}",
     ]
@@ -455,6 +489,20 @@ async def main() -> int:
     )
     parser.add_argument("--worker-concurrency", type=int, default=32)
     parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="`graphkeep serve` processes on the one database (each with its workers); the "
+        "runs/wait measures spread their calls round-robin over them",
+    )
+    parser.add_argument(
+        "--against-one-process",
+        action="store_true",
+        help="compare graphkeep in the layout the options above give (--replicas, --workers, "
+        "--extra-workers) with graphkeep as one `graphkeep serve` at its defaults, instead of "
+        "the official server",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="60 runs per level, 20 at c=1, 60 on one thread"
     )
     parser.add_argument("--skip-official", action="store_true")
@@ -515,18 +563,22 @@ async def main() -> int:
     baseline_root = source_tree(args.baseline_tree)
     restart: Callable[[], Awaitable[None]] | None = None
     async with AsyncExitStack() as stack:
-        url, database, pid = await stack.enter_async_context(graphkeep_server(tmp, args))
-        targets = [Target("graphkeep_pg", url, database, pid, args.client)]
+        url, database, pid, others = await stack.enter_async_context(graphkeep_server(tmp, args))
+        targets = [Target("graphkeep_pg", url, database, pid, args.client, others)]
         if baseline_root is not None:
-            url, database, pid = await stack.enter_async_context(
+            url, database, pid, others = await stack.enter_async_context(
                 graphkeep_server(tmp, args, root=baseline_root)
             )
-            targets.append(Target(BASELINE, url, database, pid, args.client))
+            targets.append(Target(BASELINE, url, database, pid, args.client, others))
         elif args.encryption:
-            url, database, pid = await stack.enter_async_context(
+            url, database, pid, others = await stack.enter_async_context(
                 graphkeep_server(tmp, args, BENCH_KEY)
             )
-            targets.append(Target(ENCRYPTED, url, database, pid, args.client))
+            targets.append(Target(ENCRYPTED, url, database, pid, args.client, others))
+        elif args.against_one_process:
+            one = argparse.Namespace(**{**vars(args), **ONE_PROCESS})
+            url, database, pid, _ = await stack.enter_async_context(graphkeep_server(tmp, one))
+            targets.append(Target(ONE_PROCESS_TARGET, url, database, pid, args.client))
         elif not args.skip_official:
             official = AsyncExitStack()
             stack.push_async_callback(official.aclose)
