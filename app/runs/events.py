@@ -176,7 +176,8 @@ class EventHub:
         elif notice.kind is Kind.QUEUED:
             self.queue_wakeup.set()
         elif notice.kind is Kind.EVENTS:
-            self.runs.wake(notice.run_id)
+            if notice.run_id:
+                self.runs.wake(notice.run_id)
             if notice.thread_id:
                 self.wake_thread(notice.thread_id)
         elif notice.kind is Kind.CANCEL:

@@ -8,7 +8,7 @@ Payload: `<kind>:<run_id>:<origin process>[:<thread_id>]`. Kinds:
 
 - `q` QUEUED: a run became claimable (idle workers claim).
 - `e` EVENTS: new events of a run or a status change; with the thread, so readers of the
-  thread stream wake too.
+  thread stream wake too. Without a run: new events of the thread's stream only.
 - `c` CANCEL: a cancel was requested for a run (its executing worker stops it).
 - `w` WATCH: a reader in another process follows the run from the database; with no run
   but a thread: a thread stream waits for that thread's next run.
@@ -71,6 +71,12 @@ def queued(origin: str) -> str:
 def events(run_id: str, thread_id: str, *, origin: str) -> str:
     """The payload waking readers of a run and of its thread (`e`)."""
     return encode(Kind.EVENTS, run_id, origin=origin, thread_id=thread_id)
+
+
+def thread_events(thread_id: str, *, origin: str) -> str:
+    """The payload waking readers of a thread's stream only (`e` without a run): a thread
+    log append, which no reader of a run's own events (run_events) would find anything in."""
+    return encode(Kind.EVENTS, origin=origin, thread_id=thread_id)
 
 
 async def send(conn: AsyncConnection, payload: str) -> None:

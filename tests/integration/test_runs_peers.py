@@ -103,7 +103,7 @@ async def test_a_lone_server_queues_and_settles_runs_without_notify(
     await _until(lambda: app_origin() is not None)  # its listener is up: it knows it is alone
     origin = str(app_origin())
 
-    async def queued_run() -> None:
+    async def queued_run() -> tuple[str, str]:
         tid = str((await client.post("/threads", json={})).json()["thread_id"])
         # due in a moment: queued, not taken by a free local slot at once (that sends no `q`)
         body = {"assistant_id": "echo", "input": {"n": 1}, "after_seconds": 0.3}
@@ -114,6 +114,7 @@ async def test_a_lone_server_queues_and_settles_runs_without_notify(
         assert (await client.get(f"/threads/{tid}/runs/{run['run_id']}")).json()[
             "status"
         ] == "success"
+        return tid, str(run["run_id"])
 
     await queued_run()
     await asyncio.sleep(0.3)  # a NOTIFY would be heard by now
@@ -124,8 +125,16 @@ async def test_a_lone_server_queues_and_settles_runs_without_notify(
     try:
         await peer.start()  # the app answers its hello: from now on it has someone to tell
         await _until(lambda: Kind.PRESENT in _kinds(heard, origin))
-        await queued_run()
+        tid, run_id = await queued_run()
         await _until(lambda: {Kind.QUEUED, Kind.EVENTS} <= set(_kinds(heard, origin)))
+        events = [
+            (n.run_id, n.thread_id)
+            for p in heard
+            if (n := decode(p)) is not None and n.kind is Kind.EVENTS and n.origin == origin
+        ]
+        # the settle wakes the run's readers; the thread log's `running` row at its start
+        # wakes the thread's readers only (no reader of the run's events finds anything new)
+        assert (run_id, tid) in events and ("", tid) in events, events
     finally:
         await peer.stop()
         await peer_engine.dispose()

@@ -211,9 +211,7 @@ class ThreadLog:
         announce = self.hub.cross_process and not self.hub.alone  # PostgreSQL with peers
         if announce:
             params[queries.A_CHANNEL] = notify.NOTIFY_CHANNEL
-            params[queries.A_PAYLOAD] = notify.encode(
-                notify.Kind.EVENTS, token.run_id, origin=self.hub.origin, thread_id=thread_id
-            )
+            params[queries.A_PAYLOAD] = notify.thread_events(thread_id, origin=self.hub.origin)
 
         last = 0
 
