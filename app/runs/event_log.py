@@ -39,7 +39,7 @@ class StreamEvent:
 
 class EventLog:
     """Reads and writes `run_events` for one engine; `origin` names this process in the
-    NOTIFYs its writes send, none while `alone()` (no other process to hear them)."""
+    NOTIFYs its writes send, only while `others_listen()` (EventHub.others_listen)."""
 
     def __init__(
         self,
@@ -47,15 +47,15 @@ class EventLog:
         *,
         retention_seconds: float,
         origin: str,
-        alone: Callable[[], bool] = lambda: False,
+        others_listen: Callable[[], bool] = lambda: True,
     ) -> None:
         self.engine = engine
         self.retention = timedelta(seconds=retention_seconds)
         self.origin = origin
-        self.alone = alone
+        self.others_listen = others_listen
 
     async def _announce(self, conn: AsyncConnection, run_id: str, thread_id: str) -> None:
-        if not self.alone():
+        if self.others_listen():
             await notify.send(conn, notify.events(run_id, thread_id, origin=self.origin))
 
     # ------------------------------------------------------------------ rows

@@ -76,7 +76,7 @@ class EventHub:
             engine,
             retention_seconds=retention_seconds,
             origin=self.origin,
-            alone=lambda: self.alone,
+            others_listen=lambda: self.others_listen,
         )
         self.runs = Wakeups()  # readers of a run
         self.threads = Wakeups()  # readers of a thread stream
@@ -157,6 +157,13 @@ class EventHub:
         """Listening and no other process heard of: a NOTIFY would reach nobody."""
         return self.listener.listening.is_set() and not self.peers.any()
 
+    @property
+    def others_listen(self) -> bool:
+        """Whether to send a NOTIFY at all: PostgreSQL, and another process may hear it (one
+        was heard of, or this one cannot tell: its listener is down). Statements that carry
+        their NOTIFY inside (the create, the settle, thread-log appends) ask this too."""
+        return self.cross_process and not self.alone
+
     def _wake_all(self) -> None:
         """Wake every waiter once (a reconnect may have missed announcements; shutdown)."""
         self.queue_wakeup.set()
@@ -218,8 +225,8 @@ class EventHub:
         self, conn: AsyncConnection, kind: Kind | str, run_id: str = "", *, thread_id: str = ""
     ) -> None:
         """Announce to other processes inside `conn`'s transaction (delivered on commit);
-        nothing when this process is alone (app/runs/peers.py)."""
-        if self.alone:
+        nothing when no other process listens (app/runs/peers.py)."""
+        if not self.others_listen:
             return
         await notify.send(
             conn, notify.encode(kind, run_id, origin=self.origin, thread_id=thread_id)
@@ -229,7 +236,7 @@ class EventHub:
         """Tell every process that a reader here follows `run_id` from the database (or,
         with only `thread_id`, that a thread stream here waits for the thread's next run).
         PostgreSQL only: a single SQLite process has no readers elsewhere."""
-        if self.cross_process and not self.alone:
+        if self.others_listen:
             async with transaction(self.engine, one_statement=True) as conn:
                 await self.notify(conn, Kind.WATCH, run_id, thread_id=thread_id)
 

@@ -401,7 +401,7 @@ class RunExecutor(AttemptEnding):
                 tenant_id=run.tenant_id,
                 rows=rows,
                 wrote_any=publisher.wrote_any,
-                channel=None if self.hub.alone else NOTIFY_CHANNEL,
+                channel=NOTIFY_CHANNEL if self.hub.others_listen else None,
                 e_payload=notify.events(run.run_id, run.thread_id, origin=origin),
                 q_payload=notify.queued(origin),
                 terminal=None

@@ -207,9 +207,8 @@ class RunService:
             seen_state_at=seen.thread_state_at,
         )
         dialect = self.engine.dialect.name
-        # a queued run wakes other processes' idle workers; a lone process wakes its own
-        # (`create`) and sends no NOTIFY (app/runs/peers.py)
-        announce = not direct and not self.hub.alone
+        # a queued run wakes other processes' idle workers (this one's: `create`)
+        announce = not direct and self.hub.others_listen
         statements, at = queries.quick_create(dialect, new_thread=new_thread, notify=announce)
         rows: list[Row[Any]] = []
         for statement in statements:

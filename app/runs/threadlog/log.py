@@ -208,7 +208,7 @@ class ThreadLog:
             rows=[(method, ns, seal_payload(data)) for method, ns, data in rows],
             now=now,
         )
-        announce = self.hub.cross_process and not self.hub.alone  # PostgreSQL with peers
+        announce = self.hub.others_listen
         if announce:
             params[queries.A_CHANNEL] = notify.NOTIFY_CHANNEL
             params[queries.A_PAYLOAD] = notify.thread_events(thread_id, origin=self.hub.origin)
