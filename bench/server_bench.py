@@ -97,7 +97,13 @@ ENCRYPTED = "graphkeep_pg_encrypted"
 BASELINE = "graphkeep_baseline"
 ONE_PROCESS_TARGET = "graphkeep_one_process"
 # --against-one-process: the layout options at graphkeep's defaults (one `graphkeep serve`)
-ONE_PROCESS = {"replicas": 1, "workers": None, "extra_workers": 0}
+ONE_PROCESS = {
+    "replicas": 1,
+    "workers": None,
+    "extra_workers": 0,
+    "pool_size": None,
+    "max_overflow": None,
+}
 BENCH_KEY = "base64:" + "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="  # 32 bytes, bench only
 
 
