@@ -186,7 +186,7 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     """Run workers only (no API): claim and execute runs until SIGTERM, then drain."""
     import signal
 
-    from app.main import startup_steps
+    from app.main import startup_steps, tune_garbage_collector
     from app.state import open_state
 
     updates: dict[str, object] = {}
@@ -201,6 +201,7 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     async def run() -> None:
         state = await open_state(settings, startup_steps())
+        tune_garbage_collector()  # as `serve` does: the worker process executes the runs
         print(f"graphkeep: worker ready ({settings.workers} slots)", file=sys.stderr, flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -251,15 +251,30 @@ def log_startup(state: AppState, host: str, port: int) -> None:
     )
 
 
-def _freeze_startup_heap() -> None:
+# Allocations (net of frees) of container objects between two young-generation collections;
+# CPython's default is 700. See `tune_garbage_collector`.
+YOUNG_COLLECTION_THRESHOLD = 10_000
+
+
+def tune_garbage_collector() -> None:
     """Move what start-up allocated (imported modules, graphs, pydantic schemas: a few
     hundred thousand objects) out of the garbage collector's reach. A full collection walks
     every tracked object; without this one took 60-130 ms in the middle of a request every
     few thousand requests, with it a few ms. Objects made later are collected as usual.
-    Once per process (a test session starts many apps)."""
+
+    Then collect the young generation less often. At CPython's default a server busy with
+    runs collected it about every two runs, and the collector took 4-5 % of the process's
+    CPU (1.6 s of 3,000 runs' 33 s at 32 clients, counted with gc.callbacks); at 10,000 it
+    takes 0.5 % (0.17 s), and the resident size after 6,000 runs is level either way
+    (179 vs 181 MB). The price is a longer pause when it does run, about every 200 runs:
+    at most 16 ms, against 5 ms at the default.
+
+    Once per process (a test session starts many apps); `serve` and `worker` both call it."""
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
+        _, older, oldest = gc.get_threshold()
+        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, older, oldest)
 
 
 def load_custom_auth(settings: Settings) -> tuple[CustomAuth | None, dict[str, Any] | None]:
@@ -283,7 +298,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state: AppState = await open_state(settings, startup_steps())
         app.state.graphkeep = state
-        _freeze_startup_heap()
+        tune_garbage_collector()
         try:
             yield
         finally:
