@@ -273,8 +273,8 @@ def tune_garbage_collector() -> None:
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
-        _, older, oldest = gc.get_threshold()
-        gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, older, oldest)
+        young, older, oldest = gc.get_threshold()  # a graph module may have raised it
+        gc.set_threshold(max(young, YOUNG_COLLECTION_THRESHOLD), older, oldest)
 
 
 def load_custom_auth(settings: Settings) -> tuple[CustomAuth | None, dict[str, Any] | None]:
