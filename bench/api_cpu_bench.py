@@ -1,10 +1,12 @@
 """CPU per API request, in process: this tree against another graphkeep tree, same run.
 
 Each tree serves from its own child process (httpx ASGI transport, no sockets, PostgreSQL,
-workers=0) on its own fresh database. The parent alternates rounds between the children, so
-machine load hits both alike; per operation it reports the median of the per-round medians of
-CPU time (`time.process_time`, the server's own work: the database server's CPU is another
-process) and wall time per request, and the ratio of this tree to the baseline.
+workers=0) on its own fresh database. The parent asks the children in turn, one operation at
+a time (`--requests` of it from one tree, then from the other, the first of the pair
+alternating), so machine load hits both halves of a pair alike. Per operation it reports the
+median of the per-turn medians of CPU time (`time.process_time`, the server's own work: the
+database server's CPU is another process) and wall time per request, and the ratio of this
+tree to the baseline: the median (and the range) of the pairs' ratios.
 
 - thread_get      GET  /threads/{id}
 - thread_create   POST /threads {}
@@ -119,7 +121,7 @@ async def _serve(client: Any) -> None:
             print(json.dumps({"done": True}), flush=True)
             continue
         out: dict[str, Any] = {}
-        for op in OPS:
+        for op in cmd.get("ops", OPS):
             samples = [await one(op) for _ in range(cmd["n"])]
             out[op] = {
                 "cpu": statistics.median(s[0] for s in samples),
@@ -161,26 +163,32 @@ def main(args: argparse.Namespace) -> None:
         results: dict[str, dict[str, list[dict[str, float]]]] = {
             name: {op: [] for op in OPS} for name in trees
         }
+        # One op at a time, the two trees back to back (the first of the pair alternating):
+        # the two halves of a pair see the same machine, which on a shared host can change
+        # speed by a third within seconds. The ratio is the median of the pairs' ratios.
         for i in range(args.rounds):
-            order = list(trees) if i % 2 == 0 else list(reversed(trees))
-            for name in order:
-                got = children[name].ask({"n": args.requests})
-                for op in OPS:
+            for j, op in enumerate(OPS):
+                order = list(trees) if (i + j) % 2 == 0 else list(reversed(trees))
+                for name in order:
+                    got = children[name].ask({"n": args.requests, "ops": [op]})
                     results[name][op].append(got[op])
         print(
-            f"{args.rounds} alternating rounds x {args.requests} requests per op, load "
-            f"{os.getloadavg()[0]:.2f}"
+            f"{args.rounds} rounds x {args.requests} requests per op and tree, the trees "
+            f"back to back per op, load {os.getloadavg()[0]:.2f}"
         )
         for op in OPS:
             line = f"{op:14s}"
-            med: dict[str, float] = {}
             for name in trees:
                 cpu = statistics.median(r["cpu"] for r in results[name][op]) * 1e3
                 wall = statistics.median(r["wall"] for r in results[name][op]) * 1e3
-                med[name] = cpu
                 line += f"  {name} cpu {cpu:6.3f} ms wall {wall:6.3f} ms"
-            if "baseline" in med:
-                line += f"  cpu ratio {med['candidate'] / med['baseline']:.2f}x"
+            if "baseline" in trees:
+                pairs = zip(results["candidate"][op], results["baseline"][op], strict=True)
+                ratios = sorted(c["cpu"] / b["cpu"] for c, b in pairs)
+                line += (
+                    f"  cpu ratio {statistics.median(ratios):.2f}x"
+                    f" ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+                )
             print(line)
     finally:
         for child in children.values():
