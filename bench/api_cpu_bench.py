@@ -15,7 +15,7 @@ tree to the baseline: the median (and the range) of the pairs' ratios.
 - assistant_search POST /assistants/search {"limit": 10} (the example graphs' assistants)
 
     python bench/api_cpu_bench.py --baseline-tree /path/to/old/checkout
-    python bench/api_cpu_bench.py --baseline-tree /old --rounds 5 --requests 200
+    python bench/api_cpu_bench.py --baseline-tree /old --rounds 60 --requests 50  # more pairs
     python bench/api_cpu_bench.py --profile thread_get   # cProfile of this tree (or of
         # --baseline-tree when given), top 45 by --sort; CPU time; --dump FILE keeps it
 """
@@ -201,8 +201,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-tree", default=None)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=36, help="pairs per operation")
+    parser.add_argument("--requests", type=int, default=50, help="requests per tree in a pair")
     parser.add_argument("--profile", choices=OPS, default=None)
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--dump", default=None, help="with --profile: write the pstats file here")
