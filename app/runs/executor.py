@@ -38,7 +38,6 @@ from app.runs.ending import AttemptEnding, retry_deadlock
 from app.runs.events import EventHub, RunPublisher
 from app.runs.fenced_saver import fenced
 from app.runs.fencing import AttemptSuperseded, FencingToken, owns_run
-from app.runs.notify import NOTIFY_CHANNEL
 from app.runs.protocol_runs import ThreadStreamRuns
 from app.runs.queue import ClaimedRun, release
 from app.runs.resume import STRICT_RESUME_KEY
@@ -401,7 +400,7 @@ class RunExecutor(AttemptEnding):
                 tenant_id=run.tenant_id,
                 rows=rows,
                 wrote_any=publisher.wrote_any,
-                channel=NOTIFY_CHANNEL if self.hub.others_listen else None,
+                announce=self.hub.others_listen,
                 e_payload=notify.events(run.run_id, run.thread_id, origin=origin),
                 q_payload=notify.queued(origin),
                 terminal=None

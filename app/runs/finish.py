@@ -35,6 +35,7 @@ from app.graphs.jsonable import dumps
 from app.runs import finish_queries
 from app.runs.events import EventHub
 from app.runs.fencing import AttemptSuperseded, FencingToken, fence_params, owns_run
+from app.runs.notify import NOTIFY_CHANNEL
 from app.statuses import RunStatus, ThreadStatus
 from app.threads import run_status
 
@@ -49,7 +50,7 @@ class Finish:
     tenant_id: str
     rows: list[dict[str, Any]]  # event rows, `__end__` last (RunPublisher.final_rows)
     wrote_any: bool  # rows were stored before: set their expiry too
-    channel: str | None  # None: no other process listens, so no NOTIFY (app/runs/peers.py)
+    announce: bool  # NOTIFY the end: another process listens (EventHub.others_listen)
     e_payload: str
     q_payload: str
     # the thread stream's root terminal, stored with the end (`settle` only): its encoded
@@ -116,8 +117,8 @@ def _common(finish: Finish) -> dict[str, Any]:
         "e_created_at": [r["created_at"] for r in rows],
         "e_expires_at": rows[-1]["expires_at"],
         "e_wrote_any": finish.wrote_any,
-        "e_channel": finish.channel or "",
-        "e_announce": finish.channel is not None,
+        "e_channel": NOTIFY_CHANNEL,
+        "e_announce": finish.announce,
         "e_payload": finish.e_payload,
     }
 

@@ -80,7 +80,6 @@ def _end_binds() -> dict[str, Any]:
         "tenant_id": bindparam("e_tenant_id", type_=runs.c.tenant_id.type),
         "thread_id": bindparam("e_thread_id", type_=runs.c.thread_id.type),
         "expires_at": bindparam("e_expires_at", type_=DateTime(timezone=True)),
-        "channel": bindparam("e_channel", type_=Text),
     }
 
 

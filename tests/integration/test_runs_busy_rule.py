@@ -47,7 +47,7 @@ async def _settle_in_one(
         tenant_id=TENANT,
         rows=[hub.end_row(run_id=rid, thread_id=tid, tenant_id=TENANT, seq=1)],
         wrote_any=False,
-        channel="graphkeep-test",  # nobody listens: the NOTIFY is not what is tested
+        announce=False,  # the NOTIFY is not what is tested
         e_payload="e",
         q_payload="q",
     )

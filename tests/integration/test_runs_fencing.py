@@ -148,7 +148,7 @@ async def test_superseded_attempt_cannot_store_events_renew_or_settle(
             tenant_id=TENANT,
             rows=[hub.end_row(run_id=rid, thread_id=tid, tenant_id=TENANT, seq=1)],
             wrote_any=False,
-            channel="graphkeep",
+            announce=True,
             e_payload="e",
             q_payload="q",
         )
