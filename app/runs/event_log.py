@@ -47,7 +47,7 @@ class EventLog:
         *,
         retention_seconds: float,
         origin: str,
-        others_listen: Callable[[], bool] = lambda: True,
+        others_listen: Callable[[], bool],
     ) -> None:
         self.engine = engine
         self.retention = timedelta(seconds=retention_seconds)
