@@ -202,7 +202,12 @@ if __name__ == "__main__":
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-tree", default=None)
     parser.add_argument("--rounds", type=int, default=36, help="pairs per operation")
-    parser.add_argument("--requests", type=int, default=50, help="requests per tree in a pair")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per tree in a pair (default 50), or profiled (default 400)",
+    )
     parser.add_argument("--profile", choices=OPS, default=None)
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--dump", default=None, help="with --profile: write the pstats file here")
@@ -211,4 +216,6 @@ if __name__ == "__main__":
         sys.path.insert(0, os.getcwd())
         asyncio.run(_child(args.child))
     else:
+        if args.requests is None:
+            args.requests = 400 if args.profile else 50
         main(args)
