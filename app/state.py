@@ -19,6 +19,7 @@ from app import redaction
 from app.assistants.service import AssistantService
 from app.config import Settings
 from app.db import migrate, sealed
+from app.db.access import close_engine
 from app.db.direct import DirectExecutor, fast_executor
 from app.db.engine import create_engine, is_sqlite
 from app.db.sealed import KeyMismatch
@@ -74,7 +75,7 @@ class AppState:
             await asyncio.gather(*self.background, return_exceptions=True)
         await self.exit_stack.aclose()
         await self.direct.aclose()
-        await self.engine.dispose()
+        await close_engine(self.engine)  # with the connections `read` keeps parked
 
 
 def build_keyring(settings: Settings) -> sealed.Keyring:

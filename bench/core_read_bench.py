@@ -6,7 +6,10 @@ own work per statement (checkout, execution context, parameter and result proces
 check-in) is paid by nearly every request. The variants:
 
 - serving   `create_engine(bounded=True, autocommit=True)`: connections autocommit from
-            the pool, no connection-event listener (the server's engine since 8adc96d)
+            the pool, no connection-event listener (the server's engine since 8adc96d);
+            `read` parks its connection between reads (`app.db.park`)
+- unparked  as `serving` with a pool too small to park reads in (`park_limits(2)`): each
+            `read` checks a connection out of the pool and back (before parking)
 - switched  `create_engine(bounded=True)`: each read switches its connection to
             AUTOCOMMIT and back (before 8adc96d)
 - listened  as `switched`, with one connection-event listener on the engine, as the fast
@@ -19,8 +22,8 @@ check-in) is paid by nearly every request. The variants:
 Operations: `read` (one-row SELECT of a thread by id, the shape of GET /threads/{id}),
 `transaction` (that SELECT and an UPDATE in one transaction) and `checkout` (a connection out
 of `read()` and back with no statement: what of `read` is the pool and SQLAlchemy's
-connection wrapper, each a greenlet hop, rather than the statement; the fast path parks its
-own connection, so it has no such row). CPU time is this process's
+connection wrapper, each a greenlet hop, rather than the statement; for `serving` the parked
+connection; the fast path parks its own connection, so it has no such row). CPU time is this process's
 (`time.process_time`); the database server's is not counted. The variants alternate in
 rounds; the report gives the median over rounds of each round's mean, and the ratio to
 `serving`.
@@ -42,7 +45,7 @@ from benchkit import PG_ADMIN_DSN, pg_database
 from sqlalchemy import bindparam, event, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-VARIANTS = ("serving", "switched", "listened", "fast")
+VARIANTS = ("serving", "unparked", "switched", "listened", "fast")
 OPS = ("read", "transaction", "checkout")
 
 
@@ -53,6 +56,8 @@ def _engines(url: str) -> dict[str, AsyncEngine]:
     event.listen(listened.sync_engine, "engine_disposed", lambda _engine: None)
     return {
         "serving": create_engine(url, bounded=True, autocommit=True),
+        # one connection at a time here, so the pool's size changes nothing else
+        "unparked": create_engine(url, bounded=True, autocommit=True, pool_size=2),
         "switched": create_engine(url, bounded=True),
         "listened": listened,
     }
@@ -115,6 +120,7 @@ async def _run(url: str, rounds: int, count: int) -> dict[str, dict[str, float]]
     )
     async with engines["switched"].begin() as conn:
         await conn.execute(thread_queries.INSERT_THREAD, row)
+    from app.db.access import close_engine
     from app.db.direct import fast_executor
 
     ops = {name: _operations(engine, thread_id) for name, engine in engines.items()}
@@ -136,7 +142,7 @@ async def _run(url: str, rounds: int, count: int) -> dict[str, dict[str, float]]
     finally:
         await executor.aclose()
         for engine in engines.values():
-            await engine.dispose()
+            await close_engine(engine)
     return {v: {op: statistics.median(cpu) for op, cpu in samples[v].items()} for v in VARIANTS}
 
 

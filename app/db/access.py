@@ -19,6 +19,8 @@ from app.db.dialect import (
     reader,
     single_statement_autocommit,
 )
+from app.db.engine import AUTOCOMMIT_ENGINE, PARKED_READS
+from app.db.park import Park
 
 
 @asynccontextmanager
@@ -39,18 +41,41 @@ async def read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     connection events (connect, begin, rollback, execute...) on every statement, about 40 us
     of CPU per read (bench/api_cpu_bench.py). The connection is the same either way. The
     serving engine's connections are in autocommit already (`create_engine(autocommit=True)`).
+
+    The serving engine's reads park their connection afterwards (`app.db.park`): the next
+    read within `PARK_SECONDS` takes it without the pool's checkout and check-in or a new
+    `Connection` and its autobegin and reset, about 60 us of CPU of a 230 us one-row read
+    (bench/core_read_bench.py). A read that raised gives its connection back to the pool.
     """
     if engine.dialect.name != "postgresql":
         async with reader(engine).connect() as conn:
             yield conn
         return
-    conn = await engine.connect()
-    try:
-        if not autocommits(engine):
+    options = engine.get_execution_options()
+    parked: Park[AsyncConnection] | None = options.get(PARKED_READS)
+    taken = parked.take() if parked is not None else None
+    if taken is not None:
+        conn = taken
+    else:
+        conn = await engine.connect()
+        if not options.get(AUTOCOMMIT_ENGINE):
             await conn.execution_options(**autocommit_read_options(engine.dialect))
+    clean = False
+    try:
         yield conn
+        clean = True
     finally:
-        await conn.close()
+        # only a connection whose statements all went through is kept for the next read
+        if not (clean and parked is not None and not conn.invalidated and parked.keep(conn)):
+            await conn.close()
+
+
+async def close_engine(engine: AsyncEngine) -> None:
+    """Give back the connections `read` keeps parked on `engine`, then dispose of it."""
+    parked: Park[AsyncConnection] | None = engine.get_execution_options().get(PARKED_READS)
+    if parked is not None:
+        await parked.aclose()
+    await engine.dispose()
 
 
 @asynccontextmanager

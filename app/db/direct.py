@@ -24,9 +24,7 @@ invalidated, so the pool never hands it out again.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -41,12 +39,7 @@ from sqlalchemy.util import await_, greenlet_spawn
 from app.db.dialect import reader
 from app.db.direct_statement import DirectStatement, Preparer, Step, Work
 from app.db.driver_errors import translate as _translate
-
-PARK_MAX = 4  # connections an executor keeps checked out between units, at most
-# How long a connection that just finished a unit stays checked out for the next one (the
-# executors of the saver, the Store and the services): a pool checkout and checkin cost
-# about as much CPU as a small read.
-PARK_SECONDS = 0.1
+from app.db.park import PARK_MAX, PARK_SECONDS, Park, park_limits
 
 
 class Runner:
@@ -85,17 +78,6 @@ class Runner:
 GENERIC_PLANS = {"plan_cache_mode": "force_generic_plan"}
 
 
-def park_limit(pool_size: int | None) -> int:
-    """How many connections the fast path may keep parked out of a pool of `pool_size`: at
-    most PARK_MAX, and never so many that the pool's other users starve. Two may be held for
-    the process's life (the event listener's LISTEN, the workers' liveness lock) and of the
-    rest at least half stay free for transactions, reads and the queue. No size (SQLite's
-    pools): PARK_MAX."""
-    if pool_size is None:
-        return PARK_MAX
-    return max(0, min(PARK_MAX, (pool_size - 2) // 2))
-
-
 def fast_executor(engine: AsyncEngine, *, closed_by_owner: bool = False) -> DirectExecutor:
     """The fast path for the saver and the Store on `engine`'s own pool: autocommit, recently
     used connections parked, generic plans (the server builds one: `AppState.direct`).
@@ -113,7 +95,7 @@ def fast_executor(engine: AsyncEngine, *, closed_by_owner: bool = False) -> Dire
         disposed_with=None if closed_by_owner else engine,
         closed_by_owner=closed_by_owner,
         session_settings=GENERIC_PLANS,
-        park_max=park_limit(size),
+        park_max=park_limits(size).fast,
     )
 
 
@@ -133,9 +115,10 @@ class DirectExecutor(Preparer, Runner):
         park_max: int = PARK_MAX,
     ) -> None:
         """`park_seconds` > 0: a connection that finished a unit cleanly stays checked out
-        (parked, up to `park_max` of them) for the next unit for that long after its last use,
-        sparing the pool's checkout and checkin (most of a small unit's CPU); it goes back to
-        the pool when idle that long, after a failed unit, and on `engine.dispose()`.
+        (parked, up to `park_max` of them: `app.db.park`) for the next unit for that long
+        after its last use, sparing the pool's checkout and checkin (most of a small unit's
+        CPU); it goes back to the pool when idle that long, after a failed unit, and on
+        `engine.dispose()`.
 
         `disposed_with` (with `park_seconds` > 0, unless `closed_by_owner`): the engine the
         option engines were derived from; its `dispose()` closes the parked connections.
@@ -151,7 +134,6 @@ class DirectExecutor(Preparer, Runner):
         if not self._sqlite and self._dialect.driver != "asyncpg":
             raise ValueError("DirectExecutor runs on asyncpg or aiosqlite")
         self._park_seconds = park_seconds
-        self._park_max = park_max
         settings = dict(session_settings or {}) if not self._sqlite else {}
         if settings and park_seconds <= 0:
             raise ValueError("session settings need parking (park_seconds > 0)")
@@ -161,11 +143,12 @@ class DirectExecutor(Preparer, Runner):
         # simple-query protocol (no arguments): several statements in one round trip
         self._set_sql = "; ".join(f"SET {k} = {v}" for k, v in settings.items())
         self._reset_sql = "; ".join(f"RESET {k}" for k in settings)
-        # (connection, idle since, whether it took the session settings)
-        self._parked: list[tuple[PoolProxiedConnection, float, bool]] = []
-        self._park_loop: asyncio.AbstractEventLoop | None = None
-        self._expiry: asyncio.TimerHandle | None = None
-        self._closing: set[asyncio.Future[Any]] = set()
+        # (connection, whether it took the session settings)
+        self.parked: Park[tuple[PoolProxiedConnection, bool]] = Park(
+            park_max if park_seconds > 0 else 0,
+            self._give_back,
+            idle_seconds=max(park_seconds, 0.0),
+        )
         if park_seconds > 0 and not closed_by_owner:
             if disposed_with is None:
                 raise ValueError("parking connections needs the engine they are disposed with")
@@ -232,7 +215,8 @@ class DirectExecutor(Preparer, Runner):
     async def _acquire(self, settings: bool) -> tuple[PoolProxiedConnection, bool]:
         """A parked connection, else one from the pool (a failed connect as SQLAlchemy's
         error), with the session settings if `settings`; and whether it has them."""
-        pooled, settled = self._unpark(settings)
+        found = self.parked.take(_settled if settings and self._set_sql else None)
+        pooled, settled = found if found is not None else (None, False)
         if pooled is None:
             try:
                 pooled = await self._engine.raw_connection()
@@ -257,9 +241,12 @@ class DirectExecutor(Preparer, Runner):
                 await greenlet_spawn(pooled.invalidate)  # unknown settings: never reused
         await greenlet_spawn(pooled.close)
 
+    async def _give_back(self, parked: tuple[PoolProxiedConnection, bool]) -> None:
+        await self._return(*parked)
+
     async def _release(self, pooled: PoolProxiedConnection, settled: bool, clean: bool) -> None:
         """Park a connection that finished cleanly, else return it to the pool."""
-        if not (clean and self._park(pooled, settled)):
+        if not (clean and pooled.is_valid and self.parked.keep((pooled, settled))):
             await self._return(pooled, settled)
 
     def _connect_error(self, error: Exception) -> StatementError:
@@ -276,69 +263,21 @@ class DirectExecutor(Preparer, Runner):
             dialect=self._dialect,
         )
 
-    # ----------------------------------------------------------------- parking
-
-    def _unpark(self, settings: bool) -> tuple[PoolProxiedConnection | None, bool]:
-        """The most recently used parked connection (one with the session settings, if any,
-        when `settings`): (None, False) if none is parked."""
-        parked = self._parked
-        if not parked or self._park_loop is not asyncio.get_running_loop():
-            return None, False
-        at = len(parked) - 1
-        if settings and self._set_sql:
-            at = next((i for i in range(at, -1, -1) if parked[i][2]), at)
-        pooled, _since, settled = parked.pop(at)
-        return pooled, settled
-
-    def _park(self, pooled: PoolProxiedConnection, settled: bool) -> bool:
-        """Keep a connection that finished cleanly for the next unit (False: return it)."""
-        if self._park_seconds <= 0 or len(self._parked) >= self._park_max or not pooled.is_valid:
-            return False
-        loop = asyncio.get_running_loop()
-        if self._parked and self._park_loop is not loop:
-            return False
-        self._park_loop = loop
-        self._parked.append((pooled, time.monotonic(), settled))
-        if self._expiry is None:
-            self._expiry = loop.call_later(self._park_seconds, self._expire)
-        return True
-
-    def _expire(self) -> None:
-        """Return the connections idle for `park_seconds` to the pool."""
-        self._expiry = None
-        now = time.monotonic()
-        idle = [p for p in self._parked if now - p[1] >= self._park_seconds]
-        self._parked = [p for p in self._parked if now - p[1] < self._park_seconds]
-        for pooled, _since, settled in idle:
-            closing = asyncio.ensure_future(self._return(pooled, settled))
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
-        if self._parked and self._park_loop is not None:
-            wait = self._parked[0][1] + self._park_seconds - now
-            self._expiry = self._park_loop.call_later(max(wait, 0.001), self._expire)
-
-    def _take_parked(self) -> list[tuple[PoolProxiedConnection, float, bool]]:
-        """Take every parked connection (and stop the idle expiry): the caller returns them."""
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        parked, self._parked = self._parked, []
-        return parked
-
     async def aclose(self) -> None:
-        """Return every parked connection to the pool and wait for the returns under way
-        (`_expire`'s), so no driver call outlives the server's event loop: on SQLite a return
-        is a rollback on aiosqlite's thread, which fails with "Event loop is closed" when it
-        finishes after the loop. The server calls this before `engine.dispose()`."""
-        returns = [self._return(pooled, settled) for pooled, _since, settled in self._take_parked()]
-        await asyncio.gather(*returns, *list(self._closing), return_exceptions=True)
+        """Return every parked connection to the pool and wait for the returns under way.
+        The server calls this before `engine.dispose()`."""
+        await self.parked.aclose()
 
     def _unpark_all(self) -> None:
         """On `engine.dispose()` (in its greenlet): close every parked connection."""
-        parked = self._take_parked()
-        for pooled, _since, _settled in parked:
+        for pooled, _settled in self.parked.take_all():
             pooled.invalidate()  # closes it: its pool is gone, a check-in would not
             pooled.close()
+
+
+def _settled(parked: tuple[PoolProxiedConnection, bool]) -> bool:
+    """A parked connection that took the session settings."""
+    return parked[1]
 
 
 def _unpark_on_dispose(executor: DirectExecutor) -> Callable[[Any], None]:

@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from app.db.park import Park, park_limits
 from app.db.types import storable_json
 
 
@@ -39,9 +40,18 @@ SQLITE_NO_BEGIN = "graphkeep_sqlite_no_begin"
 # Engine execution option, set by `create_engine(autocommit=True)` on PostgreSQL: the
 # engine's connections are in autocommit unless `app.db.access.transaction` asks for one.
 AUTOCOMMIT_ENGINE = "graphkeep_autocommit_engine"
+# Engine execution option, set with AUTOCOMMIT_ENGINE: the `app.db.park.Park` of connections
+# `app.db.access.read` keeps checked out between reads. It lives with the engine (the
+# domains are handed the engine), and its owner closes it before disposing of the engine:
+# `app.db.access.close_engine`.
+PARKED_READS = "graphkeep_parked_reads"
 
 # A pooled connection idle longer than this is pinged before use.
 PING_IDLE_SECONDS = 5.0
+
+
+async def _close_connection(conn: AsyncConnection) -> None:
+    await conn.close()
 
 
 def _ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
@@ -136,8 +146,9 @@ def create_engine(
     isolation level for a transaction (reverted when it goes back to the pool). Most of the
     server's statements run alone (reads, single-statement writes); switching each of those
     connections to autocommit and back cost about 50 us of CPU per statement, a sixth of a
-    one-row read. Use it only with `app.db.access` (a plain `engine.begin()` would not open
-    a transaction on it).
+    one-row read. `app.db.access.read` parks a few such connections between statements
+    (`PARKED_READS`). Use it only with `app.db.access` (a plain `engine.begin()` would not
+    open a transaction on it), and dispose of it with `app.db.access.close_engine`.
     """
     url = normalize_url(url)
     kwargs: dict[str, Any] = {}
@@ -169,7 +180,13 @@ def create_engine(
     if autocommit and not is_sqlite(url):
         # SQLAlchemy applies an engine's isolation level on connect and restores it on
         # check-in; the execution option tells app.db.access the engine is such a one
-        kwargs.update(isolation_level="AUTOCOMMIT", execution_options={AUTOCOMMIT_ENGINE: True})
+        parked: Park[AsyncConnection] = Park(
+            0 if null_pool else park_limits(pool_size).reads, _close_connection
+        )
+        kwargs.update(
+            isolation_level="AUTOCOMMIT",
+            execution_options={AUTOCOMMIT_ENGINE: True, PARKED_READS: parked},
+        )
     engine = create_async_engine(url, json_serializer=storable_json, hide_parameters=True, **kwargs)
     if not is_sqlite(url):
         _drop_invalidated_at_once(engine)

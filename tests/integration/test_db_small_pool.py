@@ -9,13 +9,26 @@ import pytest
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.db.direct import PARK_MAX, park_limit
+from app.db.park import PARK_MAX, ParkLimits, park_limits
 from app.main import create_app
 
 
-def test_park_limit_leaves_the_long_held_and_half_the_rest() -> None:
-    assert [park_limit(n) for n in (1, 2, 3, 4, 6, 10, 50)] == [0, 0, 0, 1, 2, 4, 4]
-    assert park_limit(None) == PARK_MAX
+def test_park_limits_leave_the_long_held_and_half_the_rest() -> None:
+    sizes = (1, 2, 3, 4, 6, 10, 12, 50)
+    limits = [park_limits(n) for n in sizes]
+    assert [(p.fast, p.reads) for p in limits] == [
+        (0, 0),
+        (0, 0),
+        (0, 0),
+        (1, 0),
+        (1, 1),
+        (2, 2),
+        (3, 2),
+        (4, 4),
+    ]
+    for n, p in zip(sizes, limits, strict=True):
+        assert p.fast + p.reads <= max(0, (n - 2) // 2)  # the held two and half the rest free
+    assert park_limits(None) == ParkLimits(fast=PARK_MAX, reads=0)  # SQLite: reads never park
 
 
 @pytest.mark.parametrize(("workers", "smallest"), [(0, 2), (2, 3)])

@@ -15,7 +15,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.checkpoint import SQLSaver
-from app.db.direct import PARK_SECONDS, fast_executor
+from app.db.direct import fast_executor
+from app.db.park import PARK_SECONDS
 from app.db.portable import PortableExecutor
 from app.store import SQLStore
 
@@ -142,7 +143,7 @@ async def test_statements_without_session_settings_skip_them(engine: AsyncEngine
     # the same parked connection (one unit at a time): set now, and served as it is
     assert (await executor.fetch(pid, {}))[0].pid == first
     assert (await executor.fetch(plain, {}))[0].mode == "force_generic_plan"
-    assert len(executor._parked) == 1 and executor._parked[0][2]
+    assert [settled for _pooled, settled in executor.parked.items] == [True]
     await asyncio.sleep(PARK_SECONDS * 3)  # idled out: RESET, then back to the pool
     assert executor.pool.checkedout() == 0
     for _ in range(3):
@@ -150,6 +151,6 @@ async def test_statements_without_session_settings_skip_them(engine: AsyncEngine
             assert (await conn.execute(text("SHOW plan_cache_mode"))).scalar_one() == "auto"
     # a connection parked without the setting returns without a RESET and never had it
     assert (await executor.fetch(plain, {}))[0].mode == "auto"
-    assert len(executor._parked) == 1 and not executor._parked[0][2]
+    assert [settled for _pooled, settled in executor.parked.items] == [False]
     await asyncio.sleep(PARK_SECONDS * 3)
     assert executor.pool.checkedout() == 0

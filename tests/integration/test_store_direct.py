@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app.config import Settings
 from app.db.dialect import autocommits
-from app.db.direct import PARK_MAX, PARK_SECONDS
 from app.db.engine import create_engine
+from app.db.park import PARK_MAX, PARK_SECONDS
 from app.main import create_app
 from app.store import SQLStore
 from app.store import direct as store_direct
@@ -240,13 +240,13 @@ async def test_dispose_closes_parked_connections(db_url: str) -> None:
         store = SQLStore(engine)
         await store.aput(("d",), "k", {"v": 1})
         executor = store._shared.direct.executor
-        parked = [pooled for pooled, _since, _settled in executor._parked]
+        parked = [pooled for pooled, _settled in executor.parked.items]
         assert len(parked) == 1
     finally:
         await store.adelete(("d",), "k")
         await engine.dispose()
     # closed with the engine, not left open for the garbage collector
-    assert executor._parked == []
+    assert executor.parked.items == []
     assert not parked[0].is_valid
 
 
@@ -265,9 +265,9 @@ async def test_the_servers_engine_has_no_connection_event_listeners(pg_url: str)
         assert autocommits(state.engine)  # and its reads switch no isolation level
         await state.store.aput(("owner",), "k", {"v": 1})  # through the fast path: parks
         await state.store.adelete(("owner",), "k")
-        assert state.direct._parked
+        assert state.direct.parked.items
         pool = state.direct.pool
-    assert state.direct._parked == [] and pool.checkedout() == 0
+    assert state.direct.parked.items == [] and pool.checkedout() == 0
 
 
 async def test_aclose_returns_parked_connections_and_waits_for_returns(db_url: str) -> None:
@@ -277,18 +277,18 @@ async def test_aclose_returns_parked_connections_and_waits_for_returns(db_url: s
         executor = store._shared.direct.executor
         await store.aput(("a",), "k1", {"v": 1})
         assert executor.pool.checkedout() == 1  # parked
-        executor._expire()  # nothing idle long enough yet: still parked
+        executor.parked._expire()  # nothing idle long enough yet: still parked
         assert executor.pool.checkedout() == 1
         await executor.aclose()
-        assert executor._parked == [] and executor.pool.checkedout() == 0
+        assert executor.parked.items == [] and executor.pool.checkedout() == 0
 
         # a return already under way (the idle expiry's task) is waited for too
         await store.aput(("a",), "k2", {"v": 2})
-        executor._parked = [(p, since - PARK_SECONDS, s) for p, since, s in executor._parked]
-        executor._expire()
-        assert executor._closing and executor.pool.checkedout() == 1
+        await asyncio.sleep(PARK_SECONDS)  # idle long enough, but the expiry not yet run:
+        executor.parked._expire()  # run it now, its return still under way
+        assert executor.parked._returning and executor.pool.checkedout() == 1
         await executor.aclose()
-        assert not executor._closing and executor.pool.checkedout() == 0
+        assert not executor.parked._returning and executor.pool.checkedout() == 0
         # still usable: the next unit takes a connection from the pool
         assert (await store.aget(("a",), "k2")) is not None
         await store.adelete(("a",), "k1")
@@ -304,8 +304,10 @@ async def test_store_statements_plan_generically_on_postgresql(
         pytest.skip("plan_cache_mode is PostgreSQL's")
     await store.aput(("g",), "k", {"v": 1})
     executor = store._shared.direct.executor
-    pooled, settled = executor._unpark(True)
-    assert pooled is not None and settled  # the put's connection, parked with the setting
+    taken = executor.parked.take()
+    assert taken is not None
+    pooled, settled = taken
+    assert settled  # the put's connection, parked with the setting
     try:
         mode = await pooled.driver_connection.fetchval("SHOW plan_cache_mode")  # type: ignore[union-attr]
     finally:
