@@ -41,8 +41,8 @@ from app.checkpoint.maintenance import ThreadMaintenance
 from app.checkpoint.reads import CheckpointReads
 from app.checkpoint.serde import make_serde
 from app.db import migrate
-from app.db.access import transaction
-from app.db.dialect import reader, single_statement_autocommit
+from app.db.access import read, transaction
+from app.db.dialect import single_statement_autocommit
 from app.db.direct import fast_executor
 from app.db.direct_statement import DirectStatement
 from app.db.engine import create_engine
@@ -69,9 +69,6 @@ class SQLSaver(CheckpointReads, ThreadMaintenance, SyncBridge):
         self.engine = engine
         self.tenant_id = check_text(tenant_id, "tenant_id")
         self._one_statement = single_statement_autocommit(engine.dialect)
-        # Reads (and PostgreSQL's single-statement writes) skip BEGIN/COMMIT round trips and,
-        # on SQLite, the write lock.
-        self._autocommit = reader(engine)
         # put, put_writes and get skip SQLAlchemy's per-execute work (direct.py); on
         # PostgreSQL a put's new blobs ride in the checkpoint statement
         self._direct: Executor = executor or fast_executor(engine)
@@ -146,8 +143,9 @@ class SQLSaver(CheckpointReads, ThreadMaintenance, SyncBridge):
             self.loop = asyncio.get_running_loop()
 
     def _reader(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        # no BEGIN/COMMIT round trips, no SQLite write lock
         self._ensure_loop()
-        return self._autocommit.connect()
+        return read(self.engine)
 
     def _writer(self) -> AbstractAsyncContextManager[AsyncConnection]:
         if self.loop is None:

@@ -11,7 +11,6 @@ from typing import Literal
 from langgraph.store.base import TTLConfig
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.db.dialect import reader, single_statement_autocommit
 from app.db.executor import Executor
 from app.store.config import StoreIndex
 from app.store.direct import DirectStore
@@ -34,18 +33,10 @@ class Shared:
     pgvector_mode: PgvectorMode = "auto"
     # None until detected (setup() or the first semantic query)
     pgvector: bool | None = None
-    # the same pool without BEGIN / COMMIT where one statement is atomic (PostgreSQL)
-    autocommit: AsyncEngine = field(init=False)
-    # the same pool for reads: no BEGIN / COMMIT, no SQLite write lock
-    reads: AsyncEngine = field(init=False)
     # what the compiled statements run on (None: a fast-path executor of the store's own)
     executor: Executor | None = None
     # put, get, search without a query, list_namespaces: pre-compiled (app/store/direct.py)
     direct: DirectStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.autocommit = (
-            reader(self.engine) if single_statement_autocommit(self.engine.dialect) else self.engine
-        )
-        self.reads = reader(self.engine)
         self.direct = DirectStore(self.engine, self.executor)

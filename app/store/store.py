@@ -43,7 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from app import metrics
 from app.db import migrate
-from app.db.access import transaction
+from app.db.access import read, transaction
 from app.db.direct_statement import Step
 from app.db.engine import create_engine
 from app.db.executor import Executor, Units
@@ -291,7 +291,7 @@ class SQLStore(BaseStore):
         results: list[Result] = [None] * len(op_list)
         refresh: dict[tuple[str, str], datetime] = {}
         if batch.semantic:
-            async with shared.reads.connect() as conn:
+            async with read(shared.engine) as conn:
                 for i, search in batch.semantic:
                     results[i] = await reads.search_semantic(
                         shared, self.tenant_id, conn, search, now, query_vectors, refresh
@@ -348,7 +348,7 @@ class SQLStore(BaseStore):
         )
         # PostgreSQL: one statement is atomic by itself (no BEGIN / COMMIT round trips)
         one = len(writes) + bool(refresh) <= 1
-        async with shared.autocommit.begin() if one else transaction(shared.engine) as conn:
+        async with transaction(shared.engine, one_statement=one) as conn:
             if refresh:
                 await conn.execute(queries.refresh_expiry(), refresh_rows(self.tenant_id, refresh))
             for statement, rows in writes:
