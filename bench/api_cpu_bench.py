@@ -55,7 +55,8 @@ async def _child(db: str) -> None:
     engine = create_engine(url, pool_size=1, max_overflow=0)
     await migrate.upgrade(engine)
     await engine.dispose()
-    settings = Settings(database_url=url, workers=0, db_pool_size=2, db_max_overflow=0)
+    # the server's own pool (its size decides how many connections stay parked: app.db.park)
+    settings = Settings(database_url=url, workers=0)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
