@@ -39,7 +39,8 @@ from sqlalchemy.util import await_, greenlet_spawn
 from app.db.dialect import reader
 from app.db.direct_statement import DirectStatement, Preparer, Step, Work
 from app.db.driver_errors import translate as _translate
-from app.db.park import PARK_MAX, PARK_SECONDS, Park, park_limits
+from app.db.engine import PARK_LIMITS
+from app.db.park import PARK_MAX, PARK_SECONDS, Park, ParkLimits, park_limits
 
 
 class Runner:
@@ -88,14 +89,16 @@ def fast_executor(engine: AsyncEngine, *, closed_by_owner: bool = False) -> Dire
     dispatch every connection event (connect, begin, execute, rollback...) of every Core
     statement on that engine, all of them empty here. Without an owner (a saver or Store built
     on an engine the caller disposes) the listener closes the parked connections on dispose."""
-    size = engine.pool.size() if isinstance(engine.pool, QueuePool) else None
+    limits = engine.get_execution_options().get(PARK_LIMITS)  # PostgreSQL: size and overflow
+    if not isinstance(limits, ParkLimits):
+        limits = park_limits(engine.pool.size() if isinstance(engine.pool, QueuePool) else None)
     return DirectExecutor(
         reader(engine),
         park_seconds=PARK_SECONDS,
         disposed_with=None if closed_by_owner else engine,
         closed_by_owner=closed_by_owner,
         session_settings=GENERIC_PLANS,
-        park_max=park_limits(size).fast,
+        park_max=limits.fast,
     )
 
 

@@ -40,6 +40,9 @@ SQLITE_NO_BEGIN = "graphkeep_sqlite_no_begin"
 # Engine execution option, set by `create_engine(autocommit=True)` on PostgreSQL: the
 # engine's connections are in autocommit unless `app.db.access.transaction` asks for one.
 AUTOCOMMIT_ENGINE = "graphkeep_autocommit_engine"
+# Engine execution option of PostgreSQL engines with a pool: the `app.db.park.ParkLimits` of
+# its capacity (the pool's size and overflow, which SQLAlchemy's pool does not tell).
+PARK_LIMITS = "graphkeep_park_limits"
 # Engine execution option, set with AUTOCOMMIT_ENGINE: the `app.db.park.Park` of connections
 # `app.db.access.read` keeps checked out between reads. It lives with the engine (the
 # domains are handed the engine), and its owner closes it before disposing of the engine:
@@ -177,16 +180,18 @@ def create_engine(
             )
     # hide_parameters: SQLAlchemy's error messages (and so any log of them) never carry the
     # statement's bound values, which are the caller's data
+    options: dict[str, Any] = {}
+    if not is_sqlite(url) and not null_pool:
+        options[PARK_LIMITS] = limits = park_limits(pool_size, max_overflow)
+        if autocommit:
+            options[PARKED_READS] = Park[AsyncConnection](limits.reads, _close_connection)
     if autocommit and not is_sqlite(url):
         # SQLAlchemy applies an engine's isolation level on connect and restores it on
         # check-in; the execution option tells app.db.access the engine is such a one
-        parked: Park[AsyncConnection] = Park(
-            0 if null_pool else park_limits(pool_size).reads, _close_connection
-        )
-        kwargs.update(
-            isolation_level="AUTOCOMMIT",
-            execution_options={AUTOCOMMIT_ENGINE: True, PARKED_READS: parked},
-        )
+        options[AUTOCOMMIT_ENGINE] = True
+        kwargs["isolation_level"] = "AUTOCOMMIT"
+    if options:
+        kwargs["execution_options"] = options
     engine = create_async_engine(url, json_serializer=storable_json, hide_parameters=True, **kwargs)
     if not is_sqlite(url):
         _drop_invalidated_at_once(engine)

@@ -9,9 +9,9 @@ the Core reader every domain reads with (`app.db.access.read`, `AsyncConnection`
 connection goes back to the pool after `PARK_SECONDS` without use, when a unit on it fails,
 and when its owner closes (before the engine is disposed).
 
-How many each may park comes from the pool's size (`park_limits`): the connections held for
-the process's life, and at least half of the rest, always stay free for transactions and
-the queue.
+How many each may park comes from the pool's capacity, its size and overflow
+(`park_limits`): the connections held for the process's life, and at least half of the rest,
+always stay free for transactions and the queue.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ class ParkLimits:
     reads: int  # the Core reader (`app.db.access.read`)
 
 
-def park_limits(pool_size: int | None) -> ParkLimits:
-    """The parking budget of a pool of `pool_size`: half of what the connections held for
-    life leave, shared by the two parks (each at most PARK_MAX). No size (SQLite's pools,
-    where Core reads do not park): the fast path PARK_MAX."""
+def park_limits(pool_size: int | None, max_overflow: int = 0) -> ParkLimits:
+    """The parking budget of a pool of `pool_size` that may open `max_overflow` more: half of
+    what the connections held for life leave of that capacity, shared by the two parks (each
+    at most PARK_MAX). No size (SQLite's pools, where Core reads do not park): the fast path
+    PARK_MAX."""
     if pool_size is None:
         return ParkLimits(fast=PARK_MAX, reads=0)
-    budget = max(0, (pool_size - HELD_FOR_LIFE) // 2)
+    budget = max(0, (pool_size + max(0, max_overflow) - HELD_FOR_LIFE) // 2)
     reads = min(PARK_MAX, budget // 2)
     return ParkLimits(fast=min(PARK_MAX, budget - reads), reads=reads)
 

@@ -14,20 +14,23 @@ from app.main import create_app
 
 
 def test_park_limits_leave_the_long_held_and_half_the_rest() -> None:
-    sizes = (1, 2, 3, 4, 6, 10, 12, 50)
-    limits = [park_limits(n) for n in sizes]
-    assert [(p.fast, p.reads) for p in limits] == [
-        (0, 0),
-        (0, 0),
-        (0, 0),
-        (1, 0),
-        (1, 1),
-        (2, 2),
-        (3, 2),
-        (4, 4),
-    ]
-    for n, p in zip(sizes, limits, strict=True):
-        assert p.fast + p.reads <= max(0, (n - 2) // 2)  # the held two and half the rest free
+    # (pool size, max overflow) -> (fast path, reads)
+    expected = {
+        (1, 0): (0, 0),
+        (2, 0): (0, 0),
+        (3, 0): (0, 0),
+        (4, 0): (1, 0),
+        (6, 0): (1, 1),
+        (10, 0): (2, 2),
+        (3, 2): (1, 0),
+        (10, 10): (4, 4),  # the server's defaults
+        (50, 0): (4, 4),
+    }
+    for (size, overflow), parks in expected.items():
+        limits = park_limits(size, overflow)
+        assert (limits.fast, limits.reads) == parks, (size, overflow)
+        # the two held for life, and at least half of the rest, stay free
+        assert limits.fast + limits.reads <= max(0, (size + overflow - 2) // 2)
     assert park_limits(None) == ParkLimits(fast=PARK_MAX, reads=0)  # SQLite: reads never park
 
 

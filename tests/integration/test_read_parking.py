@@ -101,14 +101,14 @@ async def test_a_parked_connection_autocommits_after_a_caught_error(serving: Asy
 
 
 async def test_concurrent_reads_park_no_more_than_their_share(serving: AsyncEngine) -> None:
-    limit = park_limits(10).reads
-    assert limit >= 1
+    limit = _park(serving).limit
+    assert limit == park_limits(10, 10).reads == 4  # create_engine's defaults
 
     async def one() -> None:
         async with read(serving) as conn:
             await conn.execute(text("SELECT pg_sleep(0.05)"))
 
-    await asyncio.gather(*(one() for _ in range(8)))
+    await asyncio.gather(*(one() for _ in range(limit * 2)))
     assert len(_park(serving).items) == limit and _checked_out(serving) == limit
 
 
