@@ -20,6 +20,11 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
+def _in_memory(url: str) -> bool:
+    """A SQLite database in memory (one connection, shared: nothing to park)."""
+    return is_sqlite(url) and make_url(url).database in (None, "", ":memory:")
+
+
 def normalize_url(url: str) -> str:
     """Accept plain `postgresql://` and `sqlite:///` URLs and pick the async drivers."""
     parsed = make_url(url)
@@ -48,6 +53,9 @@ PARK_LIMITS = "graphkeep_park_limits"
 # domains are handed the engine), and its owner closes it before disposing of the engine:
 # `app.db.access.close_engine`.
 PARKED_READS = "graphkeep_parked_reads"
+
+# SQLAlchemy's pool for a SQLite file: QueuePool's default size and overflow.
+_SQLITE_FILE_POOL = (5, 10)
 
 # A pooled connection idle longer than this is pinged before use.
 PING_IDLE_SECONDS = 5.0
@@ -144,14 +152,14 @@ def create_engine(
     `server_settings`: PostgreSQL settings every connection of the engine starts with.
     `bounded` (the serving engine): on PostgreSQL no statement waits longer than
     `timeout_seconds` (plus a second): see `bounded_settings`.
-    `autocommit` (the serving engine): on PostgreSQL every connection is in autocommit when
+    `autocommit` (the serving engine): `app.db.access.read` parks a few connections between
+    reads, on either dialect (`PARKED_READS`). On PostgreSQL every connection is in autocommit when
     checked out, and `app.db.access.transaction` switches one to the server's default
     isolation level for a transaction (reverted when it goes back to the pool). Most of the
     server's statements run alone (reads, single-statement writes); switching each of those
     connections to autocommit and back cost about 50 us of CPU per statement, a sixth of a
-    one-row read. `app.db.access.read` parks a few such connections between statements
-    (`PARKED_READS`). Use it only with `app.db.access` (a plain `engine.begin()` would not
-    open a transaction on it), and dispose of it with `app.db.access.close_engine`.
+    one-row read. Use it only with `app.db.access` (a plain `engine.begin()` would not open a
+    transaction on it), and dispose of it with `app.db.access.close_engine`.
     """
     url = normalize_url(url)
     kwargs: dict[str, Any] = {}
@@ -182,9 +190,12 @@ def create_engine(
     # statement's bound values, which are the caller's data
     options: dict[str, Any] = {}
     if not is_sqlite(url) and not null_pool:
-        options[PARK_LIMITS] = limits = park_limits(pool_size, max_overflow)
-        if autocommit:
-            options[PARKED_READS] = Park[AsyncConnection](limits.reads, _close_connection)
+        options[PARK_LIMITS] = park_limits(pool_size, max_overflow)
+    if autocommit and not null_pool and not _in_memory(url):
+        # SQLite: the share of SQLAlchemy's pool for a file (5 + 10), where nothing is held
+        # for life; the serving engine's `pool_size` is PostgreSQL's
+        limits = options.get(PARK_LIMITS) or park_limits(*_SQLITE_FILE_POOL)
+        options[PARKED_READS] = Park[AsyncConnection](limits.reads, _close_connection)
     if autocommit and not is_sqlite(url):
         # SQLAlchemy applies an engine's isolation level on connect and restores it on
         # check-in; the execution option tells app.db.access the engine is such a one
