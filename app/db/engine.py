@@ -190,7 +190,7 @@ def create_engine(
     # statement's bound values, which are the caller's data
     options: dict[str, Any] = {}
     if not is_sqlite(url) and not null_pool:
-        options[PARK_LIMITS] = park_limits(pool_size, max_overflow)
+        options[PARK_LIMITS] = park_limits(pool_size, max_overflow, reads=autocommit)
     if autocommit and not null_pool and not _in_memory(url):
         # SQLite: the share of SQLAlchemy's pool for a file (5 + 10), where nothing is held
         # for life; the serving engine's `pool_size` is PostgreSQL's

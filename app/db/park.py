@@ -40,16 +40,16 @@ class ParkLimits:
     reads: int  # the Core reader (`app.db.access.read`)
 
 
-def park_limits(pool_size: int | None, max_overflow: int = 0) -> ParkLimits:
+def park_limits(pool_size: int | None, max_overflow: int = 0, *, reads: bool = True) -> ParkLimits:
     """The parking budget of a pool of `pool_size` that may open `max_overflow` more: half of
-    what the connections held for life leave of that capacity, shared by the two parks (each
-    at most PARK_MAX). No size (SQLite's pools, where Core reads do not park): the fast path
-    PARK_MAX."""
+    what the connections held for life leave of that capacity, each park at most PARK_MAX;
+    shared by the two parks when `reads` park too (the serving engine's), else all the fast
+    path's. No size (SQLite's pools, where only the serving engine's reads park): PARK_MAX."""
     if pool_size is None:
         return ParkLimits(fast=PARK_MAX, reads=0)
     budget = max(0, (pool_size + max(0, max_overflow) - HELD_FOR_LIFE) // 2)
-    reads = min(PARK_MAX, budget // 2)
-    return ParkLimits(fast=min(PARK_MAX, budget - reads), reads=reads)
+    read_share = min(PARK_MAX, budget // 2) if reads else 0
+    return ParkLimits(fast=min(PARK_MAX, budget - read_share), reads=read_share)
 
 
 class Park(Generic[T]):

@@ -31,7 +31,10 @@ def test_park_limits_leave_the_long_held_and_half_the_rest() -> None:
         assert (limits.fast, limits.reads) == parks, (size, overflow)
         # the two held for life, and at least half of the rest, stay free
         assert limits.fast + limits.reads <= max(0, (size + overflow - 2) // 2)
-    assert park_limits(None) == ParkLimits(fast=PARK_MAX, reads=0)  # SQLite: reads never park
+    # an engine whose reads do not park (not the serving one) gives the fast path the budget
+    assert park_limits(10, 0, reads=False) == ParkLimits(fast=4, reads=0)
+    assert park_limits(4, 0, reads=False) == ParkLimits(fast=1, reads=0)
+    assert park_limits(None) == ParkLimits(fast=PARK_MAX, reads=0)
 
 
 @pytest.mark.parametrize(("workers", "smallest"), [(0, 2), (2, 3)])
