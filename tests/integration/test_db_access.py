@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from app.db.access import read, transaction
+from app.db.access import close_engine, read, transaction
 
 
 def _checked_out(engine: AsyncEngine) -> int:
@@ -35,10 +35,13 @@ async def test_read_returns_its_connection_after_an_error(engine: AsyncEngine) -
 
 
 @pytest.mark.postgres
-async def test_cancelled_read_returns_its_connection(pg_url: str) -> None:
+@pytest.mark.parametrize("serving", [False, True], ids=["plain-engine", "serving-engine"])
+async def test_cancelled_read_returns_its_connection(pg_url: str, serving: bool) -> None:
+    """Also on the serving engine, whose reads park their connection: never a cancelled one."""
     from app.db.engine import create_engine
 
-    engine = create_engine(pg_url, pool_size=1, max_overflow=0)
+    size = 10 if serving else 1  # the serving engine's pool parks reads; a pool of 1 cannot
+    engine = create_engine(pg_url, pool_size=size, max_overflow=0, autocommit=serving)
     try:
 
         async def slow() -> None:
@@ -51,11 +54,11 @@ async def test_cancelled_read_returns_its_connection(pg_url: str) -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert _checked_out(engine) == 0
-        # the one pooled connection serves the next read (replaced if the cancel broke it)
+        # the next read gets a working connection (replaced if the cancel broke it)
         async with read(engine) as conn:
             assert (await asyncio.wait_for(conn.execute(text("SELECT 3")), 10)).scalar() == 3
     finally:
-        await engine.dispose()
+        await close_engine(engine)
 
 
 async def test_one_statement_transaction_writes(engine: AsyncEngine) -> None:
