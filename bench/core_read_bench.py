@@ -23,8 +23,8 @@ Operations: `read` (one-row SELECT of a thread by id, the shape of GET /threads/
 `transaction` (that SELECT and an UPDATE in one transaction) and `checkout` (a connection out
 of `read()` and back with no statement: what of `read` is the pool and SQLAlchemy's
 connection wrapper, each a greenlet hop, rather than the statement; for `serving` the parked
-connection; the fast path parks its own connection, so it has no such row). CPU time is this process's
-(`time.process_time`); the database server's is not counted. The variants alternate in
+connection; the fast path parks its own connection, so it has no such row). CPU time is this
+process's (`time.process_time`); the database server's is not counted. The variants alternate in
 rounds; the report gives the median over rounds of each round's mean, and the ratio to
 `serving`.
 
