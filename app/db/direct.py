@@ -89,9 +89,10 @@ def fast_executor(engine: AsyncEngine, *, closed_by_owner: bool = False) -> Dire
     dispatch every connection event (connect, begin, execute, rollback...) of every Core
     statement on that engine, all of them empty here. Without an owner (a saver or Store built
     on an engine the caller disposes) the listener closes the parked connections on dispose."""
-    limits = engine.get_execution_options().get(PARK_LIMITS)  # PostgreSQL: size and overflow
-    if not isinstance(limits, ParkLimits):
-        limits = park_limits(engine.pool.size() if isinstance(engine.pool, QueuePool) else None)
+    # PostgreSQL: from the pool's size and overflow (create_engine); else from its size
+    limits: ParkLimits = engine.get_execution_options().get(PARK_LIMITS) or park_limits(
+        engine.pool.size() if isinstance(engine.pool, QueuePool) else None
+    )
     return DirectExecutor(
         reader(engine),
         park_seconds=PARK_SECONDS,

@@ -48,8 +48,9 @@ AUTOCOMMIT_ENGINE = "graphkeep_autocommit_engine"
 # Engine execution option of PostgreSQL engines with a pool: the `app.db.park.ParkLimits` of
 # its capacity (the pool's size and overflow, which SQLAlchemy's pool does not tell).
 PARK_LIMITS = "graphkeep_park_limits"
-# Engine execution option, set with AUTOCOMMIT_ENGINE: the `app.db.park.Park` of connections
-# `app.db.access.read` keeps checked out between reads. It lives with the engine (the
+# Engine execution option, set by `create_engine(autocommit=True)` on either dialect (not in
+# memory): the `app.db.park.Park` of connections `app.db.access.read` keeps checked out
+# between reads. It lives with the engine (the
 # domains are handed the engine), and its owner closes it before disposing of the engine:
 # `app.db.access.close_engine`.
 PARKED_READS = "graphkeep_parked_reads"
@@ -189,13 +190,15 @@ def create_engine(
     # hide_parameters: SQLAlchemy's error messages (and so any log of them) never carry the
     # statement's bound values, which are the caller's data
     options: dict[str, Any] = {}
-    if not is_sqlite(url) and not null_pool:
-        options[PARK_LIMITS] = park_limits(pool_size, max_overflow, reads=autocommit)
-    if autocommit and not null_pool and not _in_memory(url):
-        # SQLite: the share of SQLAlchemy's pool for a file (5 + 10), where nothing is held
-        # for life; the serving engine's `pool_size` is PostgreSQL's
-        limits = options.get(PARK_LIMITS) or park_limits(*_SQLITE_FILE_POOL)
-        options[PARKED_READS] = Park[AsyncConnection](limits.reads, _close_connection)
+    if not null_pool and not _in_memory(url):
+        # SQLite: SQLAlchemy's pool for a file (the serving engine's `pool_size` is
+        # PostgreSQL's); its fast path keeps sizing itself from the pool (`fast_executor`)
+        capacity = _SQLITE_FILE_POOL if is_sqlite(url) else (pool_size, max_overflow)
+        limits = park_limits(*capacity, reads=autocommit)
+        if not is_sqlite(url):
+            options[PARK_LIMITS] = limits
+        if autocommit:
+            options[PARKED_READS] = Park[AsyncConnection](limits.reads, _close_connection)
     if autocommit and not is_sqlite(url):
         # SQLAlchemy applies an engine's isolation level on connect and restores it on
         # check-in; the execution option tells app.db.access the engine is such a one
