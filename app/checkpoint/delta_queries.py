@@ -43,6 +43,8 @@ WR = checkpoint_writes.c
 KIND_WRITE = "w"
 KIND_BLOB_SEED = "b"
 KIND_INLINE_SEED = "i"
+# the statement's columns, in order: app/checkpoint/delta.py unpacks its rows by position
+HISTORY_COLUMNS = ("kind", "ch_index", "depth", "task_path", "task_id", "idx", "type", "blob")
 
 
 def build_history_query(channel_count: int, *, by_id: bool) -> CompoundSelect[Any]:

@@ -347,5 +347,5 @@ class CheckpointReads:
         def loads(type_tag: str, data: bytes) -> Any:
             return codec.loads(self.serde, type_tag, data)
 
-        size = sum(len(r.blob or b"") for r in rows)
+        size = sum(len(blob or b"") for *_, blob in rows)  # the last column (HISTORY_COLUMNS)
         return await _decoded(size, delta.assemble_history, channels, rows, loads)

@@ -19,7 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from sqlalchemy import event, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from app.checkpoint import DeltaHistoryConflict, SQLSaver, codec
+from app.checkpoint import DeltaHistoryConflict, SQLSaver, codec, delta_queries
 from app.db.tables import checkpoint_blobs, checkpoint_writes, checkpoints
 from app.db.types import utcnow
 
@@ -133,6 +133,14 @@ async def insert_chain(
 async def history(saver: SQLSaver, config: RunnableConfig) -> list[Any]:
     result = await saver.aget_delta_channel_history(config=config, channels=["messages"])
     return rebuild(result["messages"])
+
+
+def test_history_statement_has_the_columns_assembly_unpacks() -> None:
+    # app/checkpoint/delta.py unpacks the rows by position
+    for channels in (1, 3):
+        for by_id in (False, True):
+            stmt = delta_queries.build_history_query(channels, by_id=by_id)
+            assert tuple(stmt.selected_columns.keys()) == delta_queries.HISTORY_COLUMNS
 
 
 async def test_history_is_one_query_and_matches_the_reference_walk(engine: AsyncEngine) -> None:
