@@ -51,24 +51,25 @@ T = threads.c
 
 
 def row_to_thread(row: Row[Any], *, include_ttl: bool = False) -> Thread:
+    m = row._mapping  # by key: a Row's attribute lookup costs about five times more
     ttl: JSONObject | None = None
-    if include_ttl and row.ttl_minutes is not None:
+    if include_ttl and m["ttl_minutes"] is not None:
         ttl = {
-            "strategy": row.ttl_strategy or "delete",
-            "ttl_minutes": row.ttl_minutes,
-            "expires_at": row.expires_at.isoformat() if row.expires_at else None,
+            "strategy": m["ttl_strategy"] or "delete",
+            "ttl_minutes": m["ttl_minutes"],
+            "expires_at": m["expires_at"].isoformat() if m["expires_at"] else None,
         }
     return Thread(
-        thread_id=row.thread_id,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        state_updated_at=row.state_updated_at,
-        metadata=row.metadata or {},
-        config=row.config or {},
-        status=row.status,
-        values=row.values,
-        interrupts=row.interrupts or {},
-        error=row.error,
+        thread_id=m["thread_id"],
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        state_updated_at=m["state_updated_at"],
+        metadata=m["metadata"] or {},
+        config=m["config"] or {},
+        status=m["status"],
+        values=m["values"],
+        interrupts=m["interrupts"] or {},
+        error=m["error"],
         ttl=ttl,
     )
 
