@@ -51,35 +51,28 @@ def visible_to(tenant_id: str | BindParameter[Any]) -> ColumnElement[bool]:
     return or_(A.tenant_id == tenant_id, A.tenant_id == SYSTEM_TENANT)
 
 
-def row_to_assistant(row: Row[Any]) -> Assistant:
+def _version_fields(row: Row[Any]) -> dict[str, Any]:
+    """The columns an assistant and each of its versions share."""
     m = row._mapping  # by key: a Row's attribute lookup costs about five times more
-    return Assistant(
-        assistant_id=m["assistant_id"],
-        graph_id=m["graph_id"],
-        name=m["name"],
-        description=m["description"],
-        config=m["config"] or {},
-        context=m["context"] or {},
-        metadata=m["metadata"] or {},
-        version=m["version"],
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-    )
+    return {
+        "assistant_id": m["assistant_id"],
+        "graph_id": m["graph_id"],
+        "name": m["name"],
+        "description": m["description"],
+        "config": m["config"] or {},
+        "context": m["context"] or {},
+        "metadata": m["metadata"] or {},
+        "version": m["version"],
+        "created_at": m["created_at"],
+    }
+
+
+def row_to_assistant(row: Row[Any]) -> Assistant:
+    return Assistant(**_version_fields(row), updated_at=row._mapping["updated_at"])
 
 
 def row_to_version(row: Row[Any]) -> AssistantVersion:
-    m = row._mapping  # by key: a Row's attribute lookup costs about five times more
-    return AssistantVersion(
-        assistant_id=m["assistant_id"],
-        graph_id=m["graph_id"],
-        name=m["name"],
-        description=m["description"],
-        config=m["config"] or {},
-        context=m["context"] or {},
-        metadata=m["metadata"] or {},
-        version=m["version"],
-        created_at=m["created_at"],
-    )
+    return AssistantVersion(**_version_fields(row))
 
 
 # The assistant a tenant may read (binds `tenant_id`, `assistant_id`: `assistant_key`): the
