@@ -32,9 +32,11 @@ class PrefixChecked:
     `POST /assistants/search`, the 51st route. A template's regular expression is anchored
     at both ends and its literal text before the first parameter and after the last one
     stands as it is, so a path without that prefix or suffix cannot match: refusing it at
-    once changes no answer. `mount_flat` sets them (a route included elsewhere, under
-    another prefix, keeps the full match); with a `root_path` the route path is not the raw
-    path, and the full match decides.
+    once changes no answer. `mount_flat` sets them on the routes it puts on the app's own
+    router, where each is matched with its own path; with a `root_path` the route path is
+    not the raw path, and the full match decides. FastAPI's `include_router` matches the
+    included route objects themselves, so a router mounted flat must not also be included
+    under a prefix (none is).
     """
 
     literal_prefix: str | None = None
