@@ -13,7 +13,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Match, Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
 
@@ -23,7 +23,7 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
-class PrefixChecked:
+class PrefixChecked(BaseRoute):
     """A route that, once on the app's own router, refuses a request whose path does not
     start and end with the literal text around its template's parameters, before matching.
 
@@ -39,14 +39,15 @@ class PrefixChecked:
     under a prefix (none is).
     """
 
+    path: str
     literal_prefix: str | None = None
     literal_suffix = ""
 
-    def set_literals(self, template: str) -> None:
+    def set_literals(self) -> None:
         """The template's text before its first parameter and after its last (all of it,
         and nothing, when it has none)."""
-        self.literal_prefix = template.split("{", 1)[0]
-        self.literal_suffix = template.rsplit("}", 1)[1] if "}" in template else ""
+        self.literal_prefix = self.path.split("{", 1)[0]
+        self.literal_suffix = self.path.rsplit("}", 1)[1] if "}" in self.path else ""
 
     def refuses(self, scope: Scope) -> bool:
         prefix = self.literal_prefix
@@ -55,14 +56,14 @@ class PrefixChecked:
         path: str = scope["path"]
         return not (path.startswith(prefix) and path.endswith(self.literal_suffix))
 
-
-class FlatRoute(PrefixChecked, APIRoute):
-    """The routes of the resource routers (`resource_router`)."""
-
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if self.refuses(scope):
             return Match.NONE, {}
         return super().matches(scope)
+
+
+class FlatRoute(PrefixChecked, APIRoute):
+    """The routes of the resource routers (`resource_router`)."""
 
 
 def resource_router(tag: str) -> APIRouter:
@@ -82,8 +83,8 @@ def mount_flat(app: FastAPI, routers: Sequence[APIRouter]) -> None:
     """
     for router in routers:
         for route in router.routes:
-            if isinstance(route, PrefixChecked) and isinstance(route, Route):
-                route.set_literals(route.path)
+            if isinstance(route, PrefixChecked):
+                route.set_literals()
         app.router.routes.extend(router.routes)
 
 
@@ -173,9 +174,7 @@ class ServedFirst(PrefixChecked, Route):
         self._body = body
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if self.refuses(scope):
-            return Match.NONE, {}
-        match, child = super().matches(scope)
+        match, child = super().matches(scope)  # PrefixChecked's, then Starlette's
         if match is not Match.NONE:
             child["route"] = self  # as an APIRoute: the route template of logs and metrics
         return match, child

@@ -50,9 +50,8 @@ AUTOCOMMIT_ENGINE = "graphkeep_autocommit_engine"
 PARK_LIMITS = "graphkeep_park_limits"
 # Engine execution option, set by `create_engine(autocommit=True)` on either dialect (not in
 # memory): the `app.db.park.Park` of connections `app.db.access.read` keeps checked out
-# between reads. It lives with the engine (the
-# domains are handed the engine), and its owner closes it before disposing of the engine:
-# `app.db.access.close_engine`.
+# between reads. It lives with the engine (the domains are handed the engine), and its owner
+# closes it before disposing of the engine: `app.db.access.close_engine`.
 PARKED_READS = "graphkeep_parked_reads"
 
 # SQLAlchemy's pool for a SQLite file: QueuePool's default size and overflow.
