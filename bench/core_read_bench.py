@@ -8,7 +8,7 @@ check-in) is paid by nearly every request. The variants:
 - serving   `create_engine(bounded=True, autocommit=True)`: connections autocommit from
             the pool, no connection-event listener (the server's engine since 8adc96d);
             `read` parks its connection between reads (`app.db.park`)
-- unparked  as `serving` with a pool too small to park reads in (`park_limits(2)`): each
+- unparked  as `serving` with a pool too small to park reads in (2, no overflow): each
             `read` checks a connection out of the pool and back (before parking)
 - switched  `create_engine(bounded=True)`: each read switches its connection to
             AUTOCOMMIT and back (before 8adc96d)
@@ -56,8 +56,9 @@ def _engines(url: str) -> dict[str, AsyncEngine]:
     event.listen(listened.sync_engine, "engine_disposed", lambda _engine: None)
     return {
         "serving": create_engine(url, bounded=True, autocommit=True),
-        # one connection at a time here, so the pool's size changes nothing else
-        "unparked": create_engine(url, bounded=True, autocommit=True, pool_size=2),
+        # one connection at a time here, so the pool's size changes nothing else; no overflow,
+        # which would count toward the parking budget
+        "unparked": create_engine(url, bounded=True, autocommit=True, pool_size=2, max_overflow=0),
         "switched": create_engine(url, bounded=True),
         "listened": listened,
     }
