@@ -11,6 +11,7 @@ from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp,
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from app.db.direct_statement import DirectStatement
 from app.store import SQLStore
 
 
@@ -273,22 +274,16 @@ async def test_from_url_owns_its_engine(db_url: str) -> None:
 
 
 async def _plan(engine: AsyncEngine, stmt: Any, params: dict[str, Any]) -> str:
-    # EXPLAIN the statement as the store sends it: the driver's placeholders, bound values
-    compiled = stmt.compile(dialect=engine.dialect)
-    state = compiled.construct_expanded_state(params)  # IN lists expanded
-    procs = compiled._bind_processors
-    values = tuple(
-        (procs.get(name) or procs.get(name.rsplit("_", 1)[0]) or (lambda v: v))(
-            state.parameters[name]
-        )
-        for name in state.positiontup or ()
-    )
+    # EXPLAIN the statement as the store sends it: compiled for the fast path (the driver's
+    # placeholders, each value through its bind processor)
+    direct = DirectStatement(stmt, engine)
+    sql, values = direct.sql, tuple(direct.args(params))
     async with engine.connect() as conn:
         if conn.dialect.name == "postgresql":
             await conn.execute(text("ANALYZE store_items"))
-            rows = await conn.exec_driver_sql(f"EXPLAIN {state.statement}", values)
+            rows = await conn.exec_driver_sql(f"EXPLAIN {sql}", values)
         else:
-            rows = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {state.statement}", values)
+            rows = await conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", values)
         return "\n".join(str(row[-1]) for row in rows)
 
 
