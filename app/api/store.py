@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
 from langgraph.store.base import Item, SearchItem
@@ -11,7 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.responses import json_response
 from app.api.routing import resource_router, serve_first
-from app.db.storable import MAX_KEY_BYTES, MAX_LIMIT, MAX_NAMESPACE_DEPTH, Filter, Offset
+from app.db.storable import (
+    MAX_KEY_BYTES,
+    MAX_LIMIT,
+    MAX_NAMESPACE_DEPTH,
+    Filter,
+    JSONBool,
+    JSONFloat,
+    JSONInt,
+    JSONNumber,
+    Offset,
+)
 from app.errors import InvalidInput, ValidationFailed
 from app.threads.schemas import MAX_TTL_MINUTES
 
@@ -26,8 +36,8 @@ class StorePut(_Request):
     namespace: list[str] = Field(min_length=1, max_length=MAX_NAMESPACE_DEPTH)
     key: str = Field(max_length=MAX_KEY_BYTES)
     value: dict[str, Any]
-    index: bool | list[str] | None = None
-    ttl: float | None = Field(
+    index: JSONBool | list[str] | None = None
+    ttl: JSONFloat | None = Field(
         None, gt=0, le=MAX_TTL_MINUTES, description="Minutes from the last write."
     )
 
@@ -40,17 +50,17 @@ class StoreDelete(_Request):
 class StoreSearch(_Request):
     namespace_prefix: list[str] = Field(default_factory=list, max_length=MAX_NAMESPACE_DEPTH)
     filter: Filter = None
-    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    limit: JSONInt = Field(10, ge=1, le=MAX_LIMIT)
     offset: Offset = 0
     query: str | None = None
-    refresh_ttl: bool | None = None
+    refresh_ttl: JSONBool | None = None
 
 
 class StoreNamespaces(_Request):
     prefix: list[str] | None = None
     suffix: list[str] | None = None
-    max_depth: int | None = Field(None, ge=1, le=MAX_NAMESPACE_DEPTH)
-    limit: int = Field(100, ge=1, le=MAX_LIMIT)
+    max_depth: Annotated[int, Field(ge=1, le=MAX_NAMESPACE_DEPTH), JSONNumber] | None = None
+    limit: JSONInt = Field(100, ge=1, le=MAX_LIMIT)
     offset: Offset = 0
 
 

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.db.storable import MAX_LIMIT, Filter, Metadata, Offset
+from app.db.storable import MAX_LIMIT, Filter, JSONInt, Metadata, Offset
 from app.graphs.jsonable import IsoDateTime
 
 JSONObject = dict[str, Any]
@@ -83,7 +83,7 @@ class AssistantCount(_Request):
 
 
 class AssistantSearch(AssistantCount):
-    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    limit: JSONInt = Field(10, ge=1, le=MAX_LIMIT)
     offset: Offset = 0
     sort_by: str | None = None
     sort_order: str | None = None
@@ -92,12 +92,12 @@ class AssistantSearch(AssistantCount):
 
 class AssistantVersionsSearch(_Request):
     metadata: Filter = None
-    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    limit: JSONInt = Field(10, ge=1, le=MAX_LIMIT)
     offset: Offset = 0
 
 
 class AssistantSetLatest(_Request):
-    version: int
+    version: JSONInt
 
 
 class GraphSchemas(BaseModel):

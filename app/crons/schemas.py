@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.engine import Row
 
+from app.db.storable import JSONBool, JSONInt
 from app.runs.schemas import MultitaskStrategy
 
 JSONObject = dict[str, Any]
@@ -76,20 +77,20 @@ class _RunFields(_Request):
     config: JSONObject | None = None
     context: JSONObject | None = None
     metadata: JSONObject | None = None
-    checkpoint_during: bool | None = None
+    checkpoint_during: JSONBool | None = None
     interrupt_before: Literal["*"] | list[str] | None = None
     interrupt_after: Literal["*"] | list[str] | None = None
     webhook: str | None = Field(default=None, max_length=2048)
     stream_mode: str | list[str] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
+    stream_subgraphs: JSONBool | None = None
+    stream_resumable: JSONBool | None = None
     durability: Literal["sync", "async", "exit"] | None = None
     multitask_strategy: MultitaskStrategy | None = None
     on_run_completed: OnRunCompleted | None = None
     schedule: str | None = Field(default=None, max_length=255)
     timezone: str | None = Field(default=None, max_length=64)
     end_time: datetime | None = None
-    enabled: bool | None = None
+    enabled: JSONBool | None = None
 
 
 class CronCreate(_RunFields):
@@ -104,10 +105,10 @@ class CronUpdate(_RunFields):
 class CronSearch(_Request):
     assistant_id: str | None = None
     thread_id: str | None = None
-    enabled: bool | None = None
+    enabled: JSONBool | None = None
     metadata: JSONObject | None = None
-    limit: int = Field(10, ge=1, le=1000)
-    offset: int = Field(0, ge=0, le=2**31 - 1)
+    limit: JSONInt = Field(10, ge=1, le=1000)
+    offset: JSONInt = Field(0, ge=0, le=2**31 - 1)
     sort_by: str | None = None
     sort_order: str | None = None
     select: list[str] | None = None

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, Strict
 
 from app.errors import ValidationFailed
 
@@ -156,7 +156,25 @@ def check_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
     return value
 
 
-Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+def _json_number(value: Any) -> Any:
+    """A JSON Schema `integer` is a number, never `true` or `"10"`. pydantic's lax mode would
+    take those as 1 and 10; an integral float (`3.0`, an integer to JSON Schema) still is."""
+    if isinstance(value, bool | str | bytes):
+        raise ValueError("must be a JSON number, not a boolean or a string")
+    return value
+
+
+# Request body fields as JSON Schema types them: the boundary refuses a value the schema
+# refuses (a boolean or a string for a number, 0 or "true" for a boolean) instead of
+# converting it. Query parameters arrive as text and keep FastAPI's conversion.
+# `JSONNumber` goes after a field's own bounds (`Annotated[int, Field(ge=...), JSONNumber]`):
+# bounds placed after a validator are no longer written into the JSON schema as
+# minimum/maximum. `JSONInt` is for a field whose bounds come from `= Field(...)`.
+JSONNumber = BeforeValidator(_json_number)
+JSONInt = Annotated[int, JSONNumber]
+JSONFloat = Annotated[float, Strict()]  # an int is a number too
+JSONBool = Annotated[bool, Strict()]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), JSONNumber]
 Filter = Annotated[
     dict[str, Any] | None,
     AfterValidator(check_filter),

@@ -14,6 +14,8 @@ from app.db.storable import (
     MAX_URL_CHARS,
     WEBHOOK_URL_PATTERN,
     IdList,
+    JSONBool,
+    JSONFloat,
     Metadata,
     check_webhook_url,
 )
@@ -68,19 +70,19 @@ class RunCreate(BaseModel):
     checkpoint: CheckpointRef | None = None
     checkpoint_id: str | None = None
     stream_mode: str | list[str] | None = None
-    stream_subgraphs: bool | None = None
-    stream_resumable: bool | None = None
+    stream_subgraphs: JSONBool | None = None
+    stream_resumable: JSONBool | None = None
     interrupt_before: Literal["*"] | list[str] | None = None
     interrupt_after: Literal["*"] | list[str] | None = None
     multitask_strategy: MultitaskStrategy | None = None
     if_not_exists: Literal["create", "reject"] | None = None
     on_disconnect: Literal["cancel", "continue"] | None = None
     on_completion: Literal["delete", "keep"] | None = None
-    after_seconds: float | None = Field(
+    after_seconds: JSONFloat | None = Field(
         default=None, ge=0, le=MAX_AFTER_SECONDS, allow_inf_nan=False
     )
     durability: Literal["sync", "async", "exit"] | None = None
-    checkpoint_during: bool | None = None
+    checkpoint_during: JSONBool | None = None
     webhook: Annotated[str | None, AfterValidator(check_webhook_url)] = Field(
         None,
         max_length=MAX_URL_CHARS,
@@ -90,7 +92,7 @@ class RunCreate(BaseModel):
     )
     feedback_keys: list[str] | None = None
     langsmith_tracer: Any = None
-    strict_resume: bool | None = None
+    strict_resume: JSONBool | None = None
 
 
 class RunsCancel(BaseModel):

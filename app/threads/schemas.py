@@ -6,7 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.db.storable import MAX_LIMIT, Filter, IdList, Metadata, Offset
+from app.db.storable import (
+    MAX_LIMIT,
+    Filter,
+    IdList,
+    JSONBool,
+    JSONFloat,
+    JSONInt,
+    Metadata,
+    Offset,
+)
 from app.graphs.jsonable import IsoDateTime
 
 JSONObject = dict[str, Any]
@@ -36,7 +45,9 @@ MAX_TTL_MINUTES = 60 * 24 * 365 * 100
 
 
 class ThreadTTL(_Request):
-    ttl: float = Field(gt=0, le=MAX_TTL_MINUTES, description="Minutes until the thread expires.")
+    ttl: JSONFloat = Field(
+        gt=0, le=MAX_TTL_MINUTES, description="Minutes until the thread expires."
+    )
     strategy: Literal["delete", "keep_latest"] = "delete"
 
 
@@ -87,7 +98,7 @@ class ThreadCount(_Request):
 
 class ThreadSearch(ThreadCount):
     ids: IdList = None
-    limit: int = Field(10, ge=1, le=MAX_LIMIT)
+    limit: JSONInt = Field(10, ge=1, le=MAX_LIMIT)
     offset: Offset = 0
     sort_by: str | None = None
     sort_order: str | None = None
@@ -116,7 +127,7 @@ class CheckpointRef(_Request):
 
 class StateCheckpointRequest(_Request):
     checkpoint: CheckpointRef
-    subgraphs: bool = False
+    subgraphs: JSONBool = False
     select: list[str] | None = Field(
         None, description="Fields to return; `values.<key>` returns one state key."
     )
@@ -136,7 +147,7 @@ class StateUpdateResult(BaseModel):
 
 
 class HistoryRequest(_Request):
-    limit: int = Field(10, ge=1, le=1000)
+    limit: JSONInt = Field(10, ge=1, le=1000)
     before: str | JSONObject | None = None
     metadata: JSONObject | None = None
     checkpoint: CheckpointRef | None = None

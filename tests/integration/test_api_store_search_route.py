@@ -18,7 +18,8 @@ JSON = {"content-type": "application/json"}
 REQUESTS: list[tuple[bytes, dict[str, str]]] = [
     (b'{"namespace_prefix": ["s"], "limit": 2}', JSON),
     (b'{"namespace_prefix": ["s"], "filter": {"n": {"$gte": 1}}, "offset": 1}', JSON),
-    (b'{"namespace_prefix": ["s"], "limit": "3"}', JSON),  # lax int, as FastAPI accepts it
+    (b'{"namespace_prefix": ["s"], "limit": 3.0}', JSON),  # an integer to JSON Schema
+    (b'{"namespace_prefix": ["s"], "limit": "3"}', JSON),  # a string for a number: 422
     (b'{"namespace_prefix": ["s"], "limit": "3"}', {}),  # no content type
     (b'{"namespace_prefix": ["s"]}', {"content-type": "application/vnd.x+json"}),
     (b'{"namespace_prefix": ["s"]}', {"content-type": "text/plain"}),

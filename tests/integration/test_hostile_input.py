@@ -334,6 +334,74 @@ CASES: list[Case] = [
         "/threads",
         {"metadata": {"x": json.loads("[" * 200 + "]" * 200)}},
     ),
+    # 8. a JSON type the field's schema refuses (pydantic's lax mode converted these: false
+    # to 0, "10" to 10, 1 to true); each write would change what the snapshot reads back
+    *[
+        Case(f"{name} {json.dumps(value)}", method, path, {**body, field_: value}, expect=(422,))
+        for name, method, path, body, field_, values in [
+            ("threads limit", "POST", "/threads/search", {}, "limit", [False, "10", True]),
+            ("threads offset", "POST", "/threads/search", {}, "offset", [False, "1"]),
+            ("assistants limit", "POST", "/assistants/search", {}, "limit", ["3", True]),
+            ("versions offset", "POST", "/assistants/{a}/versions", {}, "offset", [True]),
+            ("set latest version", "POST", "/assistants/{a}/latest", {}, "version", ["1"]),
+            ("history limit", "POST", "/threads/{t}/history", {}, "limit", ["2", True]),
+            ("state subgraphs", "POST", "/threads/{t}/state/checkpoint", {}, "subgraphs", [1]),
+            ("store limit", "POST", "/store/items/search", {}, "limit", ["5", False]),
+            ("store refresh_ttl", "POST", "/store/items/search", {}, "refresh_ttl", [0, "true"]),
+            ("namespaces max_depth", "POST", "/store/namespaces", {}, "max_depth", ["2", True]),
+            ("namespaces offset", "POST", "/store/namespaces", {}, "offset", [False]),
+            (
+                "store put ttl",
+                "PUT",
+                "/store/items",
+                {"namespace": ["seed"], "key": "k", "value": {"v": 2}},
+                "ttl",
+                ["5", True],
+            ),
+            (
+                "store put index",
+                "PUT",
+                "/store/items",
+                {"namespace": ["seed"], "key": "k", "value": {"v": 2}},
+                "index",
+                [1],
+            ),
+            (
+                "run stream_subgraphs",
+                "POST",
+                "/threads/{t}/runs",
+                {"assistant_id": "approval"},
+                "stream_subgraphs",
+                [1, "yes"],
+            ),
+            (
+                "run after_seconds",
+                "POST",
+                "/threads/{t}/runs",
+                {"assistant_id": "approval"},
+                "after_seconds",
+                ["5", True],
+            ),
+            (
+                "run checkpoint_during",
+                "POST",
+                "/threads/{t}/runs",
+                {"assistant_id": "approval"},
+                "checkpoint_during",
+                [0],
+            ),
+            (
+                "cron enabled",
+                "POST",
+                "/threads/{t}/runs/crons",
+                {"assistant_id": "approval", "schedule": "0 0 * * *"},
+                "enabled",
+                [1],
+            ),
+            ("crons limit", "POST", "/runs/crons/search", {}, "limit", ["2"]),
+        ]
+        for value in values
+    ],
 ]
 
 
