@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.db.storable import MAX_LIMIT, Filter, JSONInt, Metadata, Offset
+from app.db.storable import MAX_LIMIT, MAX_VERSION, Filter, JSONInt, Metadata, Offset
 from app.graphs.jsonable import IsoDateTime
 
 JSONObject = dict[str, Any]
@@ -97,7 +97,8 @@ class AssistantVersionsSearch(_Request):
 
 
 class AssistantSetLatest(_Request):
-    version: JSONInt
+    # below 1 stays a 404 (no such version), as every in-range number the table lacks
+    version: JSONInt = Field(ge=-MAX_VERSION, le=MAX_VERSION)
 
 
 class GraphSchemas(BaseModel):

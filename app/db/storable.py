@@ -119,6 +119,8 @@ MAX_NAMESPACE_DEPTH = 32
 MAX_NAMESPACE_BYTES = 1024  # labels joined by "." as UTF-8
 MAX_KEY_BYTES = 1024
 MAX_ID_CHARS = 255  # thread / checkpoint / namespace ids: the String(255) columns
+# an assistant version binds as a 32-bit INTEGER on PostgreSQL (out of range: a DataError)
+MAX_VERSION = 2**31 - 1
 
 
 def _leaves(value: Any) -> int:

@@ -203,6 +203,9 @@ CASES: list[Case] = [
     Case("store filter huge int", "POST", "/store/items/search", {"filter": {"n": 10**30}}),
     Case("history limit huge", "GET", "/threads/{t}/history", params={"limit": HUGE_DIGITS}),
     Case("set latest version huge", "POST", "/assistants/{a}/latest", {"version": BIG}),
+    # PostgreSQL binds a version as INTEGER: 2^31 was a DataError there (500)
+    Case("set latest version 2^31", "POST", "/assistants/{a}/latest", {"version": 2**31}),
+    Case("set latest version -2^40", "POST", "/assistants/{a}/latest", {"version": -(2**40)}),
     # 5. after_seconds and other non-finite numbers
     _raw(
         "after_seconds Infinity",
