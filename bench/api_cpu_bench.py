@@ -13,6 +13,7 @@ tree to the baseline: the median (and the range) of the pairs' ratios.
 - run_create      POST /threads/{id}/runs on a fresh thread (the run stays pending)
 - run_get         GET  /threads/{id}/runs/{run_id}
 - assistant_search POST /assistants/search {"limit": 10} (the example graphs' assistants)
+- state_get       GET  /threads/{id}/state on a thread of the approval graph (one checkpoint)
 
     python bench/api_cpu_bench.py --baseline-tree /path/to/old/checkout
     python bench/api_cpu_bench.py --baseline-tree /old --rounds 60 --requests 50  # more pairs
@@ -36,7 +37,7 @@ from typing import Any
 from benchkit import BenchChild, pg_database
 
 ROOT = Path(__file__).resolve().parents[1]
-OPS = ("thread_get", "thread_create", "run_create", "run_get", "assistant_search")
+OPS = ("thread_get", "thread_create", "run_create", "run_get", "assistant_search", "state_get")
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/{db}"
 
 
@@ -72,6 +73,10 @@ async def _serve(client: Any) -> None:
         )
     ).json()
     run_path = f"/threads/{thread_id}/runs/{run['run_id']}"
+    body = {"metadata": {"graph_id": "approval"}}
+    state_thread = (await client.post("/threads", json=body)).json()["thread_id"]
+    update = {"values": {"request": "x"}, "as_node": "propose"}
+    assert (await client.post(f"/threads/{state_thread}/state", json=update)).status_code == 200
 
     async def fresh_thread() -> str:
         r = await client.post("/threads", json={})
@@ -88,6 +93,8 @@ async def _serve(client: Any) -> None:
             call = client.post(f"/threads/{tid}/runs", json=body)
         elif op == "assistant_search":
             call = client.post("/assistants/search", json={"limit": 10})
+        elif op == "state_get":
+            call = client.get(f"/threads/{state_thread}/state")
         else:
             call = client.get(run_path)
         cpu, wall = time.process_time(), time.perf_counter()

@@ -128,8 +128,13 @@ async def read_body(receive: Receive) -> bytes | None:
 # --------------------------------------------------------------------------- served first
 
 Model = TypeVar("Model", bound=BaseModel)
-# serves a request (with its decoded body, None for a route without one)
-Serve = Callable[[Request, Any], Awaitable[Response]]
+# serves a request (with its decoded body, None for a route without one), or returns None to
+# have the documented route answer it: a parameter in a spelling only FastAPI should judge
+Serve = Callable[[Request, Any], Awaitable[Response | None]]
+
+# The spellings of a boolean query parameter FastAPI (pydantic) reads without question; a
+# `Serve` hands any other (yes, on, TRUE, an empty value, garbage) to the documented route.
+QUERY_BOOLS = {"true": True, "false": False, "1": True, "0": False}
 
 
 def json_body(raw: bytes, content_type: str | None, model: type[Model]) -> Model | None:
@@ -156,7 +161,9 @@ class ServedFirst(PrefixChecked, Route):
     `serve(request, body)`. A JSON body is decoded as FastAPI does (`json_body`); anything
     else goes to the documented route, so those answers (422, 400, 415...) stay FastAPI's.
     The `APIRoute` still describes the operation in openapi.json; this one is not in it.
-    Only for endpoints whose parameters are plain strings (they cannot fail validation).
+    Its parameters are read as FastAPI reads them; one that could fail validation (a boolean,
+    a number) is served only in a spelling that cannot (`QUERY_BOOLS`), else `serve` returns
+    None and the documented route answers, its 422 included.
     """
 
     def __init__(self, documented: Route, serve: Serve, body: type[BaseModel] | None) -> None:
@@ -185,18 +192,21 @@ class ServedFirst(PrefixChecked, Route):
             return
         if self._body is None:
             response = await self._serve(Request(scope, receive, send), None)
-            await response(scope, receive, send)
+            if response is None:
+                await self._documented(scope, receive, send)
+            else:
+                await response(scope, receive, send)
             return
         raw = await read_body(receive)
         if raw is None:
             return  # the client went away
         replay = replaying(raw, receive)
         body = json_body(raw, Request(scope).headers.get("content-type"), self._body)
-        if body is None:
+        response = None if body is None else await self._serve(Request(scope, replay, send), body)
+        if response is None:
             await self._documented(scope, replay, send)
-            return
-        response = await self._serve(Request(scope, replay, send), body)
-        await response(scope, replay, send)
+        else:
+            await response(scope, replay, send)
 
 
 def served_with_body(endpoint: Callable[..., Awaitable[Response]]) -> Serve:

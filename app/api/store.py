@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.responses import json_response
-from app.api.routing import resource_router, serve_first
+from app.api.routing import QUERY_BOOLS, resource_router, serve_first
 from app.db.storable import (
     MAX_KEY_BYTES,
     MAX_LIMIT,
@@ -141,6 +141,20 @@ async def get_item(
         raise ValidationFailed("namespace: at least one label is required")
     item = await _store(state, principal.tenant_id).aget(labels, key, refresh_ttl=refresh_ttl)
     return json_response(_item_json(item, with_score=False) if item is not None else None)
+
+
+async def _serve_get_item(request: Request, _body: None) -> Response | None:
+    query = request.query_params
+    refresh = query.get("refresh_ttl")
+    refresh_ttl = None if refresh is None else QUERY_BOOLS.get(refresh)
+    if refresh is not None and refresh_ttl is None:
+        return None  # a spelling FastAPI judges (or refuses)
+    return await get_item(request, query.get("namespace", ""), query.get("key"), refresh_ttl)
+
+
+# the busiest item routes skip FastAPI's generic handler (app/api/routing.py: ServedFirst)
+serve_first(router, put_item, put_item, StorePut)
+serve_first(router, get_item, _serve_get_item, None)
 
 
 @router.delete("/store/items", operation_id="delete_store_item", status_code=204)

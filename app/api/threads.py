@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from app.api.deps import AppStateDep, PrincipalDep, caller
 from app.api.paging import page_response
 from app.api.responses import json_response, model_response
-from app.api.routing import resource_router, serve_first
+from app.api.routing import QUERY_BOOLS, resource_router, serve_first
 from app.api.thread_stream import StateUpdates
 from app.errors import NotFound
 from app.runs.threadlog.retention import trim_threads
@@ -81,8 +81,13 @@ async def search_threads(
 
 
 @router.post("/threads/count", operation_id="count_threads")
-async def count_threads(body: ThreadCount, state: AppStateDep, principal: PrincipalDep) -> int:
+async def count_threads(request: Request, body: ThreadCount) -> int:
+    state, principal = await caller(request)
     return await state.threads.count_threads(tenant_id=principal.tenant_id, body=body)
+
+
+async def _serve_count_threads(request: Request, body: ThreadCount) -> Response:
+    return JSONResponse(await count_threads(request, body))
 
 
 @router.post("/threads/prune", operation_id="prune_threads", response_model=PruneResult)
@@ -123,6 +128,7 @@ async def _serve_get_thread(request: Request, _body: None) -> Response:
 
 # the busiest thread routes skip FastAPI's generic handler (app/api/routing.py)
 serve_first(router, search_threads, search_threads, ThreadSearch)
+serve_first(router, count_threads, _serve_count_threads, ThreadCount)
 serve_first(router, create_thread, create_thread, ThreadCreate)
 serve_first(router, get_thread, _serve_get_thread, None)
 
@@ -141,6 +147,15 @@ async def patch_thread(
     if prefer and "return=minimal" in prefer.replace(" ", "").lower():
         return Response(status_code=204)
     return model_response(thread, exclude={"ttl"})
+
+
+async def _serve_patch_thread(request: Request, body: ThreadPatch) -> Response:
+    # the path parameter and the header, read as FastAPI reads them (plain strings)
+    thread_id = request.path_params["thread_id"]
+    return await patch_thread(request, thread_id, body, request.headers.get("prefer"))
+
+
+serve_first(router, patch_thread, _serve_patch_thread, ThreadPatch)
 
 
 @router.delete("/threads/{thread_id}", operation_id="delete_thread", status_code=204)
@@ -191,6 +206,18 @@ async def get_state(
         select=_query_list(select),
     )
     return json_response(result)
+
+
+async def _serve_get_state(request: Request, _body: None) -> Response | None:
+    query = request.query_params
+    subgraphs = QUERY_BOOLS.get(query.get("subgraphs", "false"))
+    if subgraphs is None:
+        return None  # a spelling FastAPI judges (or refuses)
+    select = query.getlist("select") or None
+    return await get_state(request, request.path_params["thread_id"], subgraphs, select)
+
+
+serve_first(router, get_state, _serve_get_state, None)
 
 
 @router.post(
@@ -276,6 +303,13 @@ async def post_history(
         body=body,
     )
     return json_response(result)
+
+
+async def _serve_post_history(request: Request, body: HistoryRequest) -> Response:
+    return await post_history(request, request.path_params["thread_id"], body)
+
+
+serve_first(router, post_history, _serve_post_history, HistoryRequest)
 
 
 @router.get(

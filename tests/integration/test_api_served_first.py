@@ -1,9 +1,9 @@
-"""The busiest thread, assistant and run routes are served by plain Starlette routes placed
-before their documented APIRoutes (app/api/routing.py: ServedFirst). Every answer must be the
-one FastAPI's own handler gives: the same requests go to the app with and without those
-routes, and status, content type and body (ids and times aside) must match; HEAD and other
-methods answer as before, and the route template still labels the request in the HTTP
-metrics."""
+"""The busiest thread, state, Store, assistant and run routes are served by plain Starlette
+routes placed before their documented APIRoutes (app/api/routing.py: ServedFirst). Every
+answer must be the one FastAPI's own handler gives: the same requests go to the app with and
+without those routes, and status, content type and body (ids and times aside) must match;
+HEAD and other methods answer as before, and the route template still labels the request in
+the HTTP metrics."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ SERVED = {
     ("POST", "/threads/search"),
     ("POST", "/assistants/search"),
     ("GET", "/assistants/{assistant_id}"),
+    ("POST", "/threads/count"),
+    ("PATCH", "/threads/{thread_id}"),
+    ("GET", "/threads/{thread_id}/state"),
+    ("POST", "/threads/{thread_id}/history"),
+    ("GET", "/store/items"),
+    ("PUT", "/store/items"),
 }
 JSON = {"content-type": "application/json"}
 RUN = b'{"assistant_id": "agent", "input": {"messages": []}}'
@@ -44,9 +50,13 @@ def _stable(value: Any) -> Any:
 
 
 async def _answers(
-    app: FastAPI, thread_id: str, run_id: str, assistant_id: str
+    app: FastAPI, thread_id: str, run_id: str, assistant_id: str, state_id: str
 ) -> list[tuple[Any, ...]]:
     run = {"assistant_id": "agent", "input": {"messages": []}}
+    state = f"/threads/{state_id}/state"
+    history = f"/threads/{state_id}/history"
+    item = "/store/items?namespace=served.first&key=k"
+    put = b'{"namespace": ["served", "first"], "key": "k", "value": {"v": 1}}'
     requests: list[tuple[str, str, bytes | None, dict[str, str]]] = [
         ("POST", "/threads", b"{}", JSON),
         ("POST", "/threads", b'{"metadata": {"a": 1}, "ttl": {"ttl": 5}}', JSON),
@@ -119,6 +129,45 @@ async def _answers(
         ("GET", "/assistants/not-a-uuid", None, {}),
         ("HEAD", f"/assistants/{assistant_id}", None, {}),
         ("DELETE", "/assistants/search", None, {}),
+        # the state, history, count, patch and Store item routes; a boolean query value in
+        # a spelling other than QUERY_BOOLS' is the documented route's to judge (accepted
+        # or 422), as are bodies that do not validate
+        ("GET", state, None, {}),
+        ("GET", f"{state}?subgraphs=false", None, {}),
+        ("GET", f"{state}?subgraphs=1&select=values,next", None, {}),
+        ("GET", f"{state}?select=values&select=checkpoint", None, {}),
+        ("GET", f"{state}?subgraphs=yes", None, {}),  # pydantic's: served by FastAPI
+        ("GET", f"{state}?subgraphs=maybe", None, {}),  # 422
+        ("GET", f"{state}?subgraphs=", None, {}),  # 422
+        ("GET", f"{state}?select=nope", None, {}),
+        ("GET", "/threads/00000000-0000-0000-0000-000000000000/state", None, {}),  # 404
+        ("GET", "/threads/not-a-uuid/state", None, {}),
+        ("HEAD", state, None, {}),
+        ("POST", history, b"{}", JSON),
+        ("POST", history, b'{"limit": 5, "select": ["values"]}', JSON),
+        ("POST", history, b'{"limit": 0}', JSON),  # 422
+        ("POST", history, b'{"limit": "5"}', JSON),  # 422: a string is not an integer
+        ("POST", history, b"{}", {}),  # no content type
+        ("POST", "/threads/00000000-0000-0000-0000-000000000000/history", b"{}", JSON),
+        ("POST", "/threads/count", b'{"metadata": {"absent": 1}}', JSON),
+        ("POST", "/threads/count", b'{"status": "nope"}', JSON),  # 422
+        ("POST", "/threads/count", b"[", JSON),  # malformed
+        ("PATCH", f"/threads/{state_id}", b'{"metadata": {"patched": 1}}', JSON),
+        ("PATCH", f"/threads/{state_id}", b"{}", {**JSON, "prefer": "return=minimal"}),
+        ("PATCH", f"/threads/{state_id}", b'{"metadata": 5}', JSON),  # 422
+        ("PATCH", "/threads/00000000-0000-0000-0000-000000000000", b"{}", JSON),  # 404
+        ("PUT", "/store/items", put, JSON),
+        ("PUT", "/store/items", b'{"namespace": [], "key": "k", "value": {}}', JSON),  # 422
+        ("PUT", "/store/items", b'{"namespace": ["a.b"], "key": "k", "value": {}}', JSON),
+        ("GET", item, None, {}),
+        ("GET", f"{item}&refresh_ttl=true", None, {}),
+        ("GET", f"{item}&refresh_ttl=0", None, {}),
+        ("GET", f"{item}&refresh_ttl=off", None, {}),  # pydantic's: served by FastAPI
+        ("GET", f"{item}&refresh_ttl=nope", None, {}),  # 422
+        ("GET", "/store/items?namespace=served.first", None, {}),  # no key
+        ("GET", "/store/items?key=k", None, {}),  # no namespace
+        ("GET", "/store/items?namespace=served.first&key=absent", None, {}),
+        ("DELETE", "/store/items", b'{"namespace": ["served", "first"], "key": "x"}', JSON),
     ]
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gk") as client:
@@ -147,21 +196,31 @@ async def test_served_routes_answer_as_fastapi(app: FastAPI) -> None:
         run_id = r.json()["run_id"]
         found = await client.post("/assistants/search", json={"graph_id": "agent"})
         assistant_id = found.json()[0]["assistant_id"]
+        graph = {"metadata": {"graph_id": "agent"}}
+        state_id = (await client.post("/threads", json=graph)).json()["thread_id"]
+        update = {"values": {"messages": [{"type": "human", "content": "hi"}]}}
+        r = await client.post(f"/threads/{state_id}/state", json=update)
+        assert r.status_code == 200, r.text
     routes = app.router.routes
     fast = [r for r in routes if isinstance(r, ServedFirst) and r.path != "/store/items/search"]
     assert {(m, r.path) for r in fast for m in r.methods or ()} == SERVED
-    served = await _answers(app, thread_id, run_id, assistant_id)
+    served = await _answers(app, thread_id, run_id, assistant_id, state_id)
     positions = [(routes.index(r), r) for r in fast]
     for _, route in positions:
         routes.remove(route)  # FastAPI's own handlers (the documented APIRoutes) answer alone
     try:
-        expected = await _answers(app, thread_id, run_id, assistant_id)
+        expected = await _answers(app, thread_id, run_id, assistant_id, state_id)
     finally:
         for position, route in positions:
             routes.insert(position, route)
     assert served == expected
     statuses = {answer[2] for answer in served[1:]}
-    assert {200, 404, 405, 409, 422} <= statuses  # the served and the handed-over paths
+    assert {200, 204, 404, 405, 409, 422} <= statuses  # the served and the handed-over paths
+    answers = {(a[0], a[1]): a for a in served[1:]}
+    state = f"/threads/{state_id}/state"
+    assert answers["GET", f"{state}?subgraphs=yes"][2] == 200
+    assert answers["GET", f"{state}?subgraphs=maybe"][2] == 422
+    assert answers["GET", state][4]["values"]["messages"][0]["content"] == "hi"
 
 
 async def test_served_routes_keep_route_templates(app: FastAPI) -> None:
