@@ -3,8 +3,10 @@
 Pure ASGI, in front of routing, so every route - those of today and any added later - gets it
 without opting in: the path, the query string and a JSON body are checked with
 `app.db.storable` before any endpoint runs. A bad value is a 422 `{"detail": ...}` naming
-where it is (never the value); a body that is not JSON at all (not UTF-8, or holding NaN /
-Infinity / a number that overflows to infinity) a 400. The body has been read whole
+where it is (never the value), nesting too deep for the JSON parser included; a body that
+is not JSON at all (not UTF-8, or holding NaN / Infinity / a number that overflows to
+infinity) a 400. The thread-stream WebSocket applies the same check to each frame
+(app/api/thread_protocol_ws.py). The body has been read whole
 by then, so the connection stays usable, and nothing has been written.
 
 The common body (ASCII, no `\\u` escape, no number that could overflow) is recognised from
@@ -19,7 +21,7 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.routing import is_json_content_type, read_body, replaying
-from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, text_problem, value_problem
+from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, json_problem, text_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # What can make a decoded body unstorable: an escape (NUL, surrogates), a non-finite constant,
@@ -75,10 +77,9 @@ def body_problem(raw: bytes) -> tuple[int, str] | None:
     if _plainly_storable(raw):
         return None
     try:
-        value = json.loads(raw)
-    except (ValueError, RecursionError):
+        _, problem = json_problem(raw, "body")
+    except ValueError:
         return None
-    problem = value_problem(value)
     if problem is None:
         return None
     return (400 if NOT_FINITE in problem else 422), problem

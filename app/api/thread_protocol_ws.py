@@ -18,9 +18,10 @@ from typing import Any
 from fastapi import WebSocket, WebSocketDisconnect
 
 from app import metrics
-from app.api.errors import status_for
+from app.api.errors import status_for, unexpected_answer
 from app.api.routing import resource_router
 from app.api.thread_protocol import heartbeat_seconds, run_command, thread_log
+from app.db.storable import INT64_MAX, INT64_MIN, json_problem
 from app.errors import AppError
 from app.runs.threadlog.filters import FilterError, Subscription, parse_subscription
 from app.runs.threadlog.log import LogReadFailed, ResumeGap
@@ -120,18 +121,31 @@ class _Socket:
             self.follower = asyncio.create_task(self.follow(sub.since or 0))
         return self._ok(command_id, {"subscription_id": sub_id, "replayed_events": 0})
 
+    async def answer(self, raw: str) -> dict[str, Any]:
+        """`handle`'s answer, or for an error nothing answered the socket's equivalent of a
+        500 (503 in an outage), logged without values: the socket stays open."""
+        try:
+            return await self.handle(raw)
+        except Exception as exc:
+            _status, detail, _headers = unexpected_answer(self.ws.scope, exc)
+            return _error(None, "unknown_error", detail)
+
     async def handle(self, raw: str) -> dict[str, Any]:
         if len(raw) > MAX_FRAME_BYTES:
             return _error(None, "invalid_argument", "frame too large")
         try:
-            envelope = json.loads(raw)
+            envelope, problem = json_problem(raw, "frame")
         except ValueError:
             return _error(None, "invalid_argument", "frame is not JSON")
         if not isinstance(envelope, dict):
-            return _error(None, "invalid_argument", "frame must be a JSON object")
+            return _error(None, "invalid_argument", problem or "frame must be a JSON object")
         command_id = envelope.get("id")
         if isinstance(command_id, bool) or not isinstance(command_id, int):
             return _error(None, "invalid_argument", "id must be an integer")
+        if problem is not None:
+            # what HTTP's boundary check refuses (app/api/boundary.py) never reaches a command
+            in_range = INT64_MIN <= command_id <= INT64_MAX
+            return _error(command_id if in_range else None, "invalid_argument", problem)
         method = envelope.get("method")
         if not isinstance(method, str):
             return _error(command_id, "invalid_argument", "method must be a string")
@@ -179,7 +193,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
     try:
         while True:
             raw = await websocket.receive_text()
-            await sock.send(json.dumps(await sock.handle(raw), separators=(",", ":")))
+            await sock.send(json.dumps(await sock.answer(raw), separators=(",", ":")))
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client left (or sent a non-text frame and the socket is gone)
     finally:

@@ -34,6 +34,7 @@ _NUL_OR_SURROGATE = re.compile(r"[\x00\ud800-\udfff]")
 
 # NaN, Infinity and 1e999 are not JSON at all: a body holding one is malformed (400)
 NOT_FINITE = "number is not finite (NaN, Infinity or overflow): not JSON"
+TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels"
 
 
 class UnstorableValue(ValidationFailed):
@@ -58,6 +59,17 @@ def _where(path: list[str | int], root: str) -> str:
     return text
 
 
+def json_problem(text: str | bytes, root: str) -> tuple[Any, str | None]:
+    """`text` decoded as JSON and the first reason it cannot be stored (`value_problem`);
+    raises ValueError when it is not JSON. Text nested too deep for the parser to decode
+    (RecursionError) is a problem, not an error: it is deeper than MAX_JSON_DEPTH in any case."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return None, f"{root}: {TOO_DEEP}"
+    return value, value_problem(value, root)
+
+
 def value_problem(value: Any, root: str = "body") -> str | None:
     """The first reason `value` (decoded JSON) cannot be stored, naming its path; or None."""
     # iterative walk: a hostile body nested deeply must not exhaust the stack
@@ -65,7 +77,7 @@ def value_problem(value: Any, root: str = "body") -> str | None:
     while stack:
         item, path = stack.pop()
         if len(path) > MAX_JSON_DEPTH:
-            return f"{_where(path[:3], root)}...: nested deeper than {MAX_JSON_DEPTH} levels"
+            return f"{_where(path[:3], root)}...: {TOO_DEEP}"
         if isinstance(item, str):
             problem = text_problem(item)
             if problem:

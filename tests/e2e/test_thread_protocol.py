@@ -304,6 +304,10 @@ async def test_bad_input_is_a_clean_protocol_error(live: Live) -> None:
             content=b'{"id":1,"method":"run.start","params":{"x":"' + b"a" * (2 << 20) + b'"}}',
         )
         assert r.status_code in (400, 413)
+        deep = b'{"id": 6, "method": "run.start", "params": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+        r = await http.post(f"/threads/{tid}/commands", content=deep)  # a 500 before
+        assert r.status_code == 422
+        assert r.json() == {"detail": "body: nested deeper than 100 levels"}
 
 
 async def test_replay_from_another_server_process(live: Live) -> None:
@@ -399,6 +403,42 @@ async def test_websocket_bad_frames_and_gap(live: Live) -> None:
         with pytest.raises(websockets.ConnectionClosed) as closed:
             await ws.recv()
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4422
+
+
+async def test_websocket_refuses_unstorable_frames_and_stays_open(live: Live) -> None:
+    """A frame holds what HTTP's boundary check refuses (a NUL, a lone surrogate, an integer
+    outside 64 bits, NaN, nesting too deep even for the parser): an `invalid_argument` error
+    naming where, nothing written, and the socket still serves the next command. Before, a
+    NUL in a run's input reached the database write and the socket died without a close."""
+    import websockets
+
+    tid = str(uuid.uuid4())
+    url = live.url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+    start = '{"id": ID, "method": "run.start", "params": {"assistant_id": "echo", "input": IN}}'
+    frames = {
+        '{"text": "a\\u0000"}': "frame.params.input.text: text contains a NUL character",
+        '{"text": "\\ud800"}': "frame.params.input.text: text contains a lone surrogate",
+        '{"text": "a", "n": 99999999999999999999}': "frame.params.input.n: integer outside",
+        '{"text": "a", "n": NaN}': "frame.params.input.n: number is not finite",
+        '{"text": ' + "[" * 5000 + "]" * 5000 + "}": "frame: nested deeper than 100 levels",
+    }
+    async with websockets.connect(url, additional_headers=live.headers()) as ws:
+        for number, (value, problem) in enumerate(frames.items(), start=1):
+            await ws.send(start.replace("ID", str(number)).replace("IN", value))
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 15))
+            assert answer["type"] == "error" and answer["error"] == "invalid_argument", answer
+            assert answer["message"].startswith(problem), answer
+            # the id is echoed unless the parser never got to it (too deep)
+            assert answer["id"] == (None if "deep" in problem else number)
+        await ws.send('{"id": 99999999999999999999, "method": "run.start", "params": {}}')
+        answer = json.loads(await asyncio.wait_for(ws.recv(), 15))
+        assert answer["id"] is None and answer["message"].startswith("frame.id: integer")
+        channels = {"channels": ["values"]}
+        await ws.send(json.dumps({"id": 7, "method": "subscription.subscribe", "params": channels}))
+        ok = json.loads(await asyncio.wait_for(ws.recv(), 15))
+        assert ok["type"] == "success" and ok["id"] == 7
+    async with httpx.AsyncClient(base_url=live.url, headers=live.headers(), timeout=10) as http:
+        assert (await http.get(f"/threads/{tid}")).status_code == 404  # nothing was written
 
 
 async def test_trimmed_log_gives_a_clear_gap(live: Live) -> None:

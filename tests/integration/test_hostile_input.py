@@ -43,10 +43,19 @@ class Case:
     expect: tuple[int, ...] = (400, 404, 413, 422)
 
 
-def _raw(name: str, method: str, path: str, body: str | bytes) -> Case:
+def _raw(
+    name: str, method: str, path: str, body: str | bytes, expect: tuple[int, ...] | None = None
+) -> Case:
     content = body.encode() if isinstance(body, str) else body
-    return Case(name, method, path, content=content, headers={"content-type": "application/json"})
+    headers = {"content-type": "application/json"}
+    if expect is None:
+        return Case(name, method, path, content=content, headers=headers)
+    return Case(name, method, path, content=content, headers=headers, expect=expect)
 
+
+DEEP = '{"a": ' * 5000 + "1" + "}" * 5000
+_COMMAND = '{"id": 1, "method": "run.start", "params": {"assistant_id": "approval", "input": DEEP}}'
+_DEEP_ITEM = '{"namespace": ["n"], "key": "k", "value": DEEP}'.replace("DEEP", DEEP)
 
 CASES: list[Case] = [
     # 1. lone surrogates, in every kind of string position
@@ -331,6 +340,20 @@ CASES: list[Case] = [
         "/threads",
         '{"metadata": ' + "[" * 100_000 + "]" * 100_000 + "}",
     ),
+    # too deep for the parser: refused at the boundary on every route, the thread commands
+    # (a 500 before), MCP and A2A (an internal JSON-RPC error) included
+    *[
+        _raw(f"nesting 5,000 deep: {path}", "POST", path, body.replace("DEEP", DEEP), (422,))
+        for path, body in [
+            ("/threads/{t}/commands", _COMMAND),
+            ("/threads/{t}/runs", '{"assistant_id": "approval", "input": DEEP}'),
+            ("/threads/{t}/state", '{"values": DEEP}'),
+            ("/store/items/search", '{"filter": DEEP}'),
+            ("/mcp", '{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": DEEP}'),
+            ("/a2a/{a}", '{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": DEEP}'),
+        ]
+    ],
+    _raw("nesting 5,000 deep: store put", "PUT", "/store/items", _DEEP_ITEM, (422,)),
     Case(
         "nesting 200 deep",
         "POST",

@@ -9,11 +9,13 @@ import pytest
 from app.api.boundary import body_problem, url_problem
 from app.db.storable import (
     MAX_JSON_DEPTH,
+    NOT_FINITE,
     UnstorableValue,
     check_filter,
     check_metadata,
     check_storable,
     check_webhook_url,
+    json_problem,
     text_problem,
     value_problem,
 )
@@ -83,6 +85,18 @@ def test_body_problem(raw: bytes, status: int | None) -> None:
 def test_deep_body_is_parsed_even_without_suspect_bytes() -> None:
     raw = json.dumps({"x": json.loads("[" * 150 + "]" * 150)}).encode()
     assert body_problem(raw) == (422, "body.x" + "[0]" * 2 + "...: nested deeper than 100 levels")
+
+
+def test_body_too_deep_for_the_parser_is_refused_not_left_to_the_route() -> None:
+    # json.loads raises RecursionError near 1,000 levels; FastAPI answered some routes 400
+    # for it and others (the thread commands) 500, the A2A SDK an internal JSON-RPC error
+    raw = b'{"x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    assert body_problem(raw) == (422, "body: nested deeper than 100 levels")
+    assert json_problem(raw, "frame") == (None, "frame: nested deeper than 100 levels")
+    assert json_problem(b'{"a": [1]}', "frame") == ({"a": [1]}, None)
+    assert json_problem(b'{"a": NaN}', "frame")[1] == f"frame.a: {NOT_FINITE}"
+    with pytest.raises(ValueError):
+        json_problem(b"{not json", "frame")
 
 
 def test_url_problem() -> None:
