@@ -17,6 +17,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from app import metrics
+from app.api.boundary import body_problem
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.errors import status_for
 from app.api.routing import resource_router
@@ -44,16 +45,25 @@ def _thread_id(value: str) -> str:
 
 
 async def _json_body(request: Request) -> Any:
+    """The body as JSON whatever its content type (the SDK's client sends none at times), or
+    a JSONResponse refusing it: 400 when it is not JSON, and what HTTP's boundary check
+    refuses in a JSON body (which it alone has read) refused the same way."""
     raw = await request.body()
     if len(raw) > MAX_COMMAND_BYTES:
-        return _INVALID
+        return _invalid()
+    refused = body_problem(raw)
+    if refused is not None:
+        status, detail = refused
+        return JSONResponse({"detail": detail}, status_code=status)
     try:
         return json.loads(raw)
-    except ValueError:
-        return _INVALID
+    except ValueError:  # (too deep for the parser is body_problem's)
+        return _invalid()
 
 
-_INVALID = object()
+def _invalid() -> JSONResponse:
+    # a new one each time: middleware appends its headers to a response's own list
+    return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
 
 
 def _error(command_id: Any, code: str, message: str) -> dict[str, Any]:
@@ -110,8 +120,8 @@ async def thread_command(
 ) -> JSONResponse:
     """One protocol command; command errors are HTTP 200 error envelopes."""
     body = await _json_body(request)
-    if body is _INVALID:
-        return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
+    if isinstance(body, JSONResponse):
+        return body
     if not isinstance(body, dict):
         return JSONResponse(
             _error(None, "invalid_argument", "the command must be a JSON object"), status_code=400
@@ -142,8 +152,8 @@ async def stream_thread_events(
     client leaves; `: heartbeat` every `stream_keepalive_seconds` (5 s) of silence. A `since`
     older than the kept log (prune, retention): 410 with the `resume_gap` error."""
     body = await _json_body(request)
-    if body is _INVALID:
-        return JSONResponse({"detail": "Invalid JSON body"}, status_code=400)
+    if isinstance(body, JSONResponse):
+        return body
     if not isinstance(body, dict):
         return JSONResponse({"detail": "the body must be a JSON object"}, status_code=400)
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse, StreamingResponse
 
@@ -12,6 +11,7 @@ from app.assistants import introspection
 from app.assistants.schemas import AssistantSearch, AssistantVersionsSearch
 from app.auth.console_session import CONSOLE_PREFIX, SESSION_COOKIE
 from app.console.render import ConsoleRoute, PrincipalDep, app_state, error_page, form, page
+from app.db.storable import UnstorableValue, json_problem
 from app.errors import InvalidInput, Unauthorized
 from app.runs.overview import runs_overview
 from app.runs.schemas import RunCreate
@@ -34,10 +34,7 @@ def parse_metadata(text: str) -> dict[str, Any] | None:
     if len(text) > MAX_SEARCH:
         raise InvalidInput("the metadata filter is too long")
     if text.startswith("{"):
-        try:
-            parsed = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            raise InvalidInput("the metadata filter is not valid JSON") from None
+        parsed = parse_json(text, "the metadata filter")
         if not isinstance(parsed, dict):
             raise InvalidInput("the metadata filter must be a JSON object")
         return parsed
@@ -51,10 +48,16 @@ def parse_metadata(text: str) -> dict[str, Any] | None:
 
 
 def parse_json(text: str, what: str) -> Any:
+    """A form field's JSON, checked as the API's boundary checks a body (app/db/storable.py):
+    the standard parser keeps every integer exact (orjson turned one beyond 64 bits into a
+    float), and what storage cannot hold is refused before anything is written."""
     try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
+        value, problem = json_problem(text, what)
+    except ValueError:
         raise InvalidInput(f"{what} is not valid JSON") from None
+    if problem is not None:
+        raise UnstorableValue(problem)
+    return value
 
 
 @router.get(CONSOLE_PREFIX)

@@ -28,6 +28,7 @@ from app.auth.console_session import (
 )
 from app.auth.principal import ANONYMOUS, Principal
 from app.console.values import human_size, show
+from app.db.storable import check_storable
 from app.errors import AppError, Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge
 from app.state import AppState
 
@@ -142,6 +143,9 @@ async def form(request: Request) -> dict[str, str]:
     submitted = request.headers.get(CSRF_HEADER) or fields.get(CSRF_FIELD)
     if not csrf_ok(csrf_cookie(request.headers.get("cookie")), submitted):
         raise Forbidden("the form's CSRF token is missing or stale; reload the page")
+    # a form is not JSON, so HTTP's boundary check passed it by: the same text rule here
+    # (percent-decoding can give a NUL; undecodable bytes became U+FFFD above)
+    check_storable(fields, "form")
     return fields
 
 

@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from a2a.server.context import ServerCallContext
+from a2a.server.jsonrpc_models import JSONParseError, JSONRPCError
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes.common import DefaultServerCallContextBuilder
@@ -52,6 +53,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
+    A2AError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     InvalidRequestError,
@@ -65,6 +67,7 @@ from starlette.responses import JSONResponse, Response
 
 from app import __version__
 from app.assistants.service import resolve_assistant_id
+from app.db.storable import json_problem
 from app.errors import AppError, NotFound, ValidationFailed
 from app.protocols import shared
 from app.protocols.a2a_tasks import (
@@ -468,6 +471,21 @@ async def well_known_card(request: Request) -> Response:
     return JSONResponse(agent_card_to_dict(card))
 
 
+def _unstorable(body: bytes) -> A2AError | JSONRPCError | None:
+    """The boundary check's verdict on a body it did not see. The SDK decodes the body as
+    JSON whatever its content type, and HTTP's boundary check (app/api/boundary.py) reads
+    only JSON ones: a `text/plain` body's NUL, lone surrogate, 64-bit overflow or NaN went
+    into runs (an internal error, or a number stored as given), undecodable bytes became an
+    internal error. Malformed JSON is left to the SDK's parse error."""
+    try:
+        _, problem = json_problem(body, "body")
+    except UnicodeDecodeError:
+        return JSONParseError(message="request body is not valid UTF-8")
+    except ValueError:
+        return None
+    return None if problem is None else InvalidRequestError(message=problem)
+
+
 class A2AEndpoint:
     """POST /a2a/{assistant_id}: size check, caller, then the SDK's JSON-RPC dispatcher."""
 
@@ -489,5 +507,8 @@ class A2AEndpoint:
                 message=f"message too large: over {self.max_message_bytes} bytes"
             )
             return JSONResponse(build_error_response(None, error))
+        refused = _unstorable(body)
+        if refused is not None:
+            return JSONResponse(build_error_response(None, refused))
         request.scope.setdefault("state", {})[_CALLER] = await shared.caller_of(request)
         return await self.dispatcher.handle_requests(request)

@@ -444,6 +444,36 @@ def test_a2a_bad_input_gets_protocol_errors(server: Server) -> None:
     assert _rpc(server, "agent", bad_context)["error"]["code"] == -32602
 
 
+def test_a2a_body_of_any_content_type_is_checked(server: Server) -> None:
+    """The A2A SDK decodes a body as JSON whatever its content type, and HTTP's boundary
+    check reads only JSON ones: a `text/plain` body holding what storage cannot take gets
+    the same refusal, as a JSON-RPC error, and starts nothing. Before, its NUL or NaN was an
+    internal error (-32603) with a traceback logged, and an integer beyond 64 bits ran."""
+    headers = {**ACME, "content-type": "text/plain"}
+    url = f"{server.url}/a2a/agent"
+    text = '{"kind": "text", "text": "x"}'
+    part = {
+        "NUL": ('{"kind": "text", "text": "a\\u0000"}', "text contains a NUL character"),
+        "surrogate": ('{"kind": "text", "text": "\\ud800"}', "text contains a lone surrogate"),
+        "overflow": (text + ', {"kind": "data", "data": {"n": 1' + "0" * 30 + "}}", "64-bit"),
+        "NaN": (text + ', {"kind": "data", "data": {"n": NaN}}', "not finite"),
+    }
+    count = {"metadata": {}}
+    before = httpx.post(f"{server.url}/threads/count", json=count, headers=ACME).json()
+    for parts, problem in part.values():
+        body = (
+            '{"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": '
+            '{"role": "user", "messageId": "m", "parts": [' + parts + "]}}}"
+        )
+        r = httpx.post(url, content=body.encode(), headers=headers, timeout=30)
+        assert r.status_code == 200, r.text
+        error = r.json()["error"]
+        assert error["code"] == -32600 and problem in error["message"], error
+    r = httpx.post(url, content=b'{"jsonrpc": "2.0", "id": "\xff"}', headers=headers)
+    assert r.json()["error"] == {"code": -32700, "message": "request body is not valid UTF-8"}
+    assert httpx.post(f"{server.url}/threads/count", json=count, headers=ACME).json() == before
+
+
 def test_mcp_client_gone_cancels_its_run(server: Server) -> None:
     """A stateless JSON answer has no stream to notice a cancel on: the server watches the
     connection, and a client that goes away takes its run with it."""

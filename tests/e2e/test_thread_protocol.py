@@ -308,6 +308,20 @@ async def test_bad_input_is_a_clean_protocol_error(live: Live) -> None:
         r = await http.post(f"/threads/{tid}/commands", content=deep)  # a 500 before
         assert r.status_code == 422
         assert r.json() == {"detail": "body: nested deeper than 100 levels"}
+        # these routes read their body as JSON whatever its content type, so they check it
+        # as HTTP's boundary check does a JSON one (a NUL input was a 500 with text/plain)
+        plain = {"content-type": "text/plain"}
+        nul = b'{"id": 7, "method": "run.start", "params": {"assistant_id": "echo", '
+        nul += b'"input": {"text": "a\\u0000"}}}'
+        r = await http.post(f"/threads/{tid}/commands", content=nul, headers=plain)
+        assert r.status_code == 422, r.text
+        assert r.json() == {"detail": "body.params.input.text: text contains a NUL character"}
+        bad = b'{"channels": ["values"], "since": 1' + b"0" * 30 + b"}"
+        r = await http.post(f"/threads/{tid}/stream/events", content=bad, headers=plain)
+        assert r.status_code == 422 and "64-bit" in r.json()["detail"]
+        r = await http.post(f"/threads/{tid}/commands", content=b'{"id": "\xff"}', headers=plain)
+        assert r.status_code == 400 and "UTF-8" in r.json()["detail"]
+        assert (await http.get(f"/threads/{tid}")).status_code == 404  # nothing was written
 
 
 async def test_replay_from_another_server_process(live: Live) -> None:

@@ -194,3 +194,44 @@ async def test_console_bad_input_is_a_4xx_page(db_url: str) -> None:
             assert 400 <= r.status_code < 500, (url, r.status_code, r.text[:300])
             assert "text/html" in r.headers["content-type"]
         assert (await t.a.get(f"/threads/{thread}")).status_code == 200
+
+
+async def test_console_refuses_unstorable_form_input_and_writes_nothing(db_url: str) -> None:
+    """A form is not JSON, so HTTP's boundary check does not read it: the console applies
+    the same rule (app/db/storable.py) before anything is written. Before, a fork whose
+    values held a NUL wrote its checkpoint and then failed (a 400 with the state changed), an
+    integer beyond 64 bits was stored as a float (orjson), and a chat message with a NUL
+    left a new empty thread behind."""
+    async with open_tenants(db_url) as t:
+        seed = await seed_tenant(t)
+        thread, checkpoint = seed.ids["thread_id"], seed.ids["checkpoint_id"]
+        headers: dict[str, Any] = {"cookie": f"{CSRF_COOKIE}={CSRF}"}
+
+        async def snapshot() -> tuple[Any, ...]:
+            state = (await t.a.get(f"/threads/{thread}/state")).json()
+            history = (await t.a.post(f"/threads/{thread}/history", json={"limit": 100})).json()
+            count = (await t.a.post("/threads/count", json={})).json()
+            return state, len(history), count
+
+        before = await snapshot()
+        fork = f"/console/threads/{thread}/fork"
+        message = '{"messages": [{"role": "human", "content": "CONTENT"}]}'
+        cases = [
+            (fork, {"values": message.replace("CONTENT", "a\\u0000b")}, "text contains a NUL"),
+            (fork, {"values": message.replace('"CONTENT"', str(2**70))}, "outside the 64-bit"),
+            (fork, {"values": message.replace('"CONTENT"', "NaN")}, "not finite"),
+            (fork, {"values": "[" * 300 + "]" * 300}, "nested deeper than 100"),
+            (fork, {"values": "null", "as_node": "a\x00b"}, "form.as_node: text contains"),
+            (f"/console/threads/{thread}/resume", {"resume": '"\\u0000"'}, "text contains"),
+            ("/console/assistants/agent/chat", {"message": "hi\x00"}, "form.message: text"),
+        ]
+        for url, data, problem in cases:
+            body = {"checkpoint_id": checkpoint, **data, "csrf_token": CSRF}
+            r = await t.a.post(url, data=body, headers=headers)
+            assert 400 <= r.status_code < 500, (url, data, r.status_code, r.text[:300])
+            assert "text/html" in r.headers["content-type"] and problem in r.text, r.text[:500]
+        r = await t.a.get(
+            "/console/partials/threads", params={"metadata": '{"n": ' + str(2**70) + "}"}
+        )
+        assert 400 <= r.status_code < 500 and "outside the 64-bit range" in r.text
+        assert await snapshot() == before
