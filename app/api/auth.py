@@ -148,7 +148,7 @@ def _provider(headers: Headers, scope: Scope, body: bytes | None) -> Any:
                 return None
             try:
                 return json.loads(body)
-            except ValueError:
+            except (ValueError, RecursionError):  # auth runs before the boundary check
                 return None
         if name == "path":
             return scope["path"]

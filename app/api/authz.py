@@ -78,8 +78,8 @@ def _json_object(raw: bytes) -> Any:
         return {}
     try:
         return json.loads(raw)
-    except ValueError:
-        return None  # the route answers malformed JSON itself; no handler sees it
+    except (ValueError, RecursionError):
+        return None  # the route (or the boundary check) answers it; no handler sees it
 
 
 def _metadata_of(value: Any) -> Any:

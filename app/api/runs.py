@@ -55,8 +55,8 @@ def _modes(values: list[str]) -> set[str]:
         if value.startswith("["):
             try:
                 parsed = json.loads(value)
-            except ValueError:
-                raise ValidationFailed(f"stream_mode {value!r} is not a JSON array") from None
+            except (ValueError, RecursionError):  # too deep to parse is not a mode list either
+                raise ValidationFailed("stream_mode is not a JSON array of modes") from None
             modes.update(str(v) for v in parsed)
         else:
             modes.update(v.strip() for v in value.split(",") if v.strip())

@@ -37,10 +37,10 @@ def thread_stream_modes(values: list[str]) -> frozenset[str]:
         if value.startswith("["):
             try:
                 parsed = json.loads(value)
-            except ValueError:
-                raise ValidationFailed(f"stream_mode {value!r} is not a JSON array") from None
+            except (ValueError, RecursionError):  # too deep to parse is not a mode list either
+                raise ValidationFailed("stream_mode is not a JSON array of modes") from None
             if not isinstance(parsed, list):
-                raise ValidationFailed(f"stream_mode {value!r} is not a JSON array")
+                raise ValidationFailed("stream_mode is not a JSON array of modes")
             modes.update(str(v).strip() for v in parsed)
         else:
             modes.update(v.strip() for v in value.split(","))

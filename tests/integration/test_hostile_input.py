@@ -354,6 +354,21 @@ CASES: list[Case] = [
         ]
     ],
     _raw("nesting 5,000 deep: store put", "PUT", "/store/items", _DEEP_ITEM, (422,)),
+    # a JSON array of stream modes in a query parameter, too deep to parse (a 500 before)
+    Case(
+        "join stream_mode nesting 3,000 deep",
+        "GET",
+        "/threads/{t}/runs/{r}/stream",
+        params={"stream_mode": "[" * 3000 + "]" * 3000},
+        expect=(422,),
+    ),
+    Case(
+        "thread stream_mode nesting 3,000 deep",
+        "GET",
+        "/threads/{t}/stream",
+        params={"stream_mode": "[" * 3000 + "]" * 3000},
+        expect=(422,),
+    ),
     Case(
         "nesting 200 deep",
         "POST",
