@@ -56,6 +56,7 @@ def _raw(
 DEEP = '{"a": ' * 5000 + "1" + "}" * 5000
 _COMMAND = '{"id": 1, "method": "run.start", "params": {"assistant_id": "approval", "input": DEEP}}'
 _DEEP_ITEM = '{"namespace": ["n"], "key": "k", "value": DEEP}'.replace("DEEP", DEEP)
+_DEEP_MODES = {"stream_mode": "[" * 3000 + "]" * 3000}
 
 CASES: list[Case] = [
     # 1. lone surrogates, in every kind of string position
@@ -355,20 +356,16 @@ CASES: list[Case] = [
     ],
     _raw("nesting 5,000 deep: store put", "PUT", "/store/items", _DEEP_ITEM, (422,)),
     # a JSON array of stream modes in a query parameter, too deep to parse (a 500 before)
-    Case(
-        "join stream_mode nesting 3,000 deep",
-        "GET",
-        "/threads/{t}/runs/{r}/stream",
-        params={"stream_mode": "[" * 3000 + "]" * 3000},
-        expect=(422,),
-    ),
-    Case(
-        "thread stream_mode nesting 3,000 deep",
-        "GET",
-        "/threads/{t}/stream",
-        params={"stream_mode": "[" * 3000 + "]" * 3000},
-        expect=(422,),
-    ),
+    *[
+        Case(
+            f"stream_mode nesting 3,000 deep: {path}",
+            "GET",
+            path,
+            params=_DEEP_MODES,
+            expect=(422,),
+        )
+        for path in ("/threads/{t}/runs/{r}/stream", "/threads/{t}/stream")
+    ],
     Case(
         "nesting 200 deep",
         "POST",
