@@ -45,6 +45,7 @@ class _Socket:
         self.thread_id = thread_id
         self.subs: dict[str, Subscription] = {}
         self.delivered = 0  # highest seq sent on this socket
+        self.position = 0  # highest seq the follower has passed (sent or matching nothing)
         self.follower: asyncio.Task[None] | None = None
         self.send_lock = asyncio.Lock()
         self.window = (0.0, 0)
@@ -80,6 +81,7 @@ class _Socket:
                         if any(s.matches(ev) for s in self.subs.values()):
                             await self.ws.send_text(ev.envelope())
                             self.delivered = ev.seq
+                        self.position = ev.seq
         except ResumeGap as gap:
             # trimmed under a reader that fell behind: the error, then 4410 (a 4xx the SDK
             # does not retry), never a silently skipped event
@@ -116,10 +118,36 @@ class _Socket:
             raise FilterError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per socket")
         given = params.get("subscription_id")
         sub_id = given if reconnect and isinstance(given, str) and given else str(uuid.uuid4())
-        self.subs[sub_id] = sub
+        async with self.send_lock:  # the follower is between pages
+            self.subs[sub_id] = sub
+            replayed = 0 if self.follower is None else await self._catch_up(sub)
         if self.follower is None:
-            self.follower = asyncio.create_task(self.follow(sub.since or 0))
-        return self._ok(command_id, {"subscription_id": sub_id, "replayed_events": 0})
+            self.position = sub.since or 0  # a later subscription may want what lies before
+            self.follower = asyncio.create_task(self.follow(self.position))
+        return self._ok(command_id, {"subscription_id": sub_id, "replayed_events": replayed})
+
+    async def _catch_up(self, sub: Subscription) -> int:
+        """Send what a subscription added to a running follower would have got: the events
+        after its `since` that the follower passed because nothing matched them then (the
+        SDK subscribes its content stream after the lifecycle watcher's, and a run's first
+        values could go by in between). Only those after the last event sent on the socket:
+        its events stay in seq order, and an event is sent once. Called under the send lock."""
+        start = max(sub.since or 0, self.delivered)
+        if start >= self.position:
+            return 0
+        missed = await thread_log(self.state).read_between(
+            tenant_id=self.principal.tenant_id,
+            thread_id=self.thread_id,
+            after=start,
+            upto=self.position,
+        )
+        sent = 0
+        for ev in missed:
+            if sub.matches(ev):
+                await self.ws.send_text(ev.envelope())
+                self.delivered = ev.seq
+                sent += 1
+        return sent
 
     async def answer(self, raw: str) -> dict[str, Any]:
         """`handle`'s answer, or for an error nothing answered the socket's equivalent of a

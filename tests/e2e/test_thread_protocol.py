@@ -455,6 +455,51 @@ async def test_websocket_refuses_unstorable_frames_and_stays_open(live: Live) ->
         assert (await http.get(f"/threads/{tid}")).status_code == 404  # nothing was written
 
 
+async def test_websocket_subscription_added_mid_run_gets_what_went_by(live: Live) -> None:
+    """The SDK subscribes its content stream on a socket whose lifecycle watcher is already
+    following the thread, with `since` at the last event it saw. Events that went by in
+    between, matching no subscription then, are sent to the new one first (in seq order,
+    once), then live ones. Before, they were lost: the JS useStream check's stop scenario
+    missed the run's first values under load (tests/e2e/test_js_use_stream.py)."""
+    import websockets
+
+    tid = str(uuid.uuid4())
+    url = live.url.replace("http://", "ws://") + f"/threads/{tid}/stream/events"
+
+    async def frame(ws: Any) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), 15))
+        return out
+
+    def subscribe(command_id: int, channels: list[str], since: int | None = None) -> str:
+        params: dict[str, Any] = {"channels": channels}
+        if since is not None:
+            params["since"] = since
+        return json.dumps({"id": command_id, "method": "subscription.subscribe", "params": params})
+
+    async with websockets.connect(url, additional_headers=live.headers()) as ws:
+        await ws.send(subscribe(1, ["lifecycle"]))
+        assert (await frame(ws))["type"] == "success"
+        start = {"assistant_id": "steps", "input": {"tag": "mid", "sleep": 2}}
+        await ws.send(json.dumps({"id": 2, "method": "run.start", "params": start}))
+        got = [await frame(ws) for _ in range(2)]
+        running = next(f for f in got if f.get("method") == "lifecycle")
+        assert running["params"]["data"]["event"] == "running"
+        await asyncio.sleep(1)  # node a's values go by while b sleeps: nobody wants them
+        await ws.send(subscribe(3, ["values"], since=running["seq"]))
+        caught = [await frame(ws) for _ in range(3)]
+        answer = caught[-1]
+        assert answer["type"] == "success" and answer["id"] == 3, caught
+        assert answer["result"]["replayed_events"] == 2
+        values = [f["params"]["data"]["trail"] for f in caught[:-1]]
+        assert values == [[], ["a"]]
+        seqs = [running["seq"], *[f["seq"] for f in caught[:-1]]]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 3
+        later = [await frame(ws) for _ in range(3)]  # b's and c's values, then completed
+        assert [f["method"] for f in later] == ["values", "values", "lifecycle"], later
+        assert later[1]["params"]["data"]["trail"] == ["a", "b", "c"]
+        assert all(f["seq"] > seqs[-1] for f in later)
+
+
 async def test_trimmed_log_gives_a_clear_gap(live: Live) -> None:
     """After `POST /threads/prune` keep_latest, a cursor into the removed runs is refused
     (SSE 410, WebSocket `resume_gap`); `since` 0 and a cursor past the trim still replay."""

@@ -268,6 +268,19 @@ class ThreadLog:
             rows = result.all()
         return _events(rows)
 
+    async def read_between(
+        self, *, tenant_id: str, thread_id: str, after: int, upto: int
+    ) -> list[LogEvent]:
+        """The events with `after < seq <= upto`, oldest first, tombstones left out."""
+        found: list[LogEvent] = []
+        while after < upto:
+            batch = await self.read_after(tenant_id=tenant_id, thread_id=thread_id, since=after)
+            if not batch:
+                break
+            found += [e for e in batch if e.seq <= upto and e.method != queries.TRIMMED]
+            after = batch[-1].seq
+        return found
+
     async def follow(
         self, *, tenant_id: str, thread_id: str, since: int, heartbeat: float
     ) -> AsyncIterator[list[LogEvent]]:
