@@ -120,7 +120,11 @@ class _Socket:
         sub_id = given if reconnect and isinstance(given, str) and given else str(uuid.uuid4())
         async with self.send_lock:  # the follower is between pages
             self.subs[sub_id] = sub
-            replayed = 0 if self.follower is None else await self._catch_up(sub)
+            try:
+                replayed = 0 if self.follower is None else await self._catch_up(sub)
+            except BaseException:  # a failed read: the error answer, and no subscription
+                del self.subs[sub_id]
+                raise
         if self.follower is None:
             self.position = sub.since or 0  # a later subscription may want what lies before
             self.follower = asyncio.create_task(self.follow(self.position))
