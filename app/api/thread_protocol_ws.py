@@ -153,15 +153,6 @@ class _Socket:
                 sent += 1
         return sent
 
-    async def answer(self, raw: str) -> dict[str, Any]:
-        """`handle`'s answer, or for an error nothing answered the socket's equivalent of a
-        500 (503 in an outage), logged without values: the socket stays open."""
-        try:
-            return await self.handle(raw)
-        except Exception as exc:
-            _status, detail, _headers = unexpected_answer(self.ws.scope, exc)
-            return _error(None, "unknown_error", detail)
-
     async def handle(self, raw: str) -> dict[str, Any]:
         if len(raw) > MAX_FRAME_BYTES:
             return _error(None, "invalid_argument", "frame too large")
@@ -186,6 +177,17 @@ class _Socket:
         params = envelope.get("params") or {}
         if not isinstance(params, dict):
             return _error(command_id, "invalid_argument", "params must be an object")
+        try:
+            return await self._run(command_id, method, params, envelope)
+        except Exception as exc:
+            # what no handler answered: the socket's 500 (503 in an outage), logged without
+            # values, answered to the command that caused it; the socket stays open
+            _status, detail, _headers = unexpected_answer(self.ws.scope, exc)
+            return _error(command_id, "unknown_error", detail)
+
+    async def _run(
+        self, command_id: int, method: str, params: dict[str, Any], envelope: dict[str, Any]
+    ) -> dict[str, Any]:
         try:
             if method in ("subscription.subscribe", "subscription.reconnect"):
                 reconnect = method == "subscription.reconnect"
@@ -225,7 +227,7 @@ async def thread_events_socket(websocket: WebSocket, thread_id: str) -> None:
     try:
         while True:
             raw = await websocket.receive_text()
-            await sock.send(json.dumps(await sock.answer(raw), separators=(",", ":")))
+            await sock.send(json.dumps(await sock.handle(raw), separators=(",", ":")))
     except (WebSocketDisconnect, RuntimeError):
         pass  # the client left (or sent a non-text frame and the socket is gone)
     finally:

@@ -8,12 +8,15 @@ again without a restart, its workers execute runs again, and nothing acknowledge
 
 from __future__ import annotations
 
+import asyncio
+import json
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -71,6 +74,20 @@ def _run_to_completion(client: httpx.Client, thread_id: str, text: str) -> dict[
     return values
 
 
+async def _command_during_outage(url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the answer to a run.start, the answer to a malformed frame sent after it)."""
+    import websockets
+
+    start = {"assistant_id": "agent", "input": {"messages": []}}
+    async with websockets.connect(url) as ws:
+        await ws.send(json.dumps({"id": 1, "method": "run.start", "params": start}))
+        wait = DB_TIMEOUT_SECONDS + SLACK_SECONDS
+        failed: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), wait))
+        await ws.send("{not json")
+        alive: dict[str, Any] = json.loads(await asyncio.wait_for(ws.recv(), wait))
+    return failed, alive
+
+
 def _status_500_count(client: httpx.Client) -> float:
     text = client.get("/metrics").text
     return sum(
@@ -110,6 +127,17 @@ def test_outage_answers_503_then_recovers_without_restart(cluster: Cluster, serv
                     assert r.headers.get("retry-after"), (method, path)
                     assert isinstance(r.json()["detail"], str)
                     assert elapsed < DB_TIMEOUT_SECONDS + SLACK_SECONDS, (method, path, elapsed)
+            # a thread-stream command over WebSocket gets the socket's 503, on its own id,
+            # and the socket stays open (before, the error killed the socket unanswered)
+            ws_url = server.replace("http://", "ws://") + f"/threads/{thread_id}/stream/events"
+            failed, alive = asyncio.run(_command_during_outage(ws_url))
+            assert failed == {
+                "type": "error",
+                "id": 1,
+                "error": "unknown_error",
+                "message": "the database is unavailable; retry shortly",
+            }
+            assert alive["id"] is None and alive["error"] == "invalid_argument"
             assert client.get("/ok").status_code == 200  # alive, just not ready
             assert client.get("/metrics").status_code == 200  # scrapes work without a DB
             time.sleep(2)  # let workers and sweepers hit the outage too
