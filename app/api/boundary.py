@@ -9,26 +9,20 @@ infinity) a 400. The thread-stream WebSocket applies the same check to each fram
 (app/api/thread_protocol_ws.py). The body has been read whole
 by then, so the connection stays usable, and nothing has been written.
 
-The common body (ASCII, no `\\u` escape, no number that could overflow) is recognised from
-its bytes without being decoded a second time; only the others are parsed and walked.
+The body check itself is `app.db.storable.body_problem`, which the readers of a body of any
+content type (the thread commands, A2A) call too.
 """
 
 from __future__ import annotations
 
 import json
-import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.routing import is_json_content_type, read_body, replaying
-from app.db.storable import MAX_JSON_DEPTH, NOT_FINITE, json_problem, text_problem
+from app.db.storable import body_problem, text_problem
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# What can make a decoded body unstorable: an escape (NUL, surrogates), a non-finite constant,
-# a 19-digit integer, or a 3-digit positive exponent (1e309 overflows to infinity; smaller or
-# negative ones are finite). A false positive (a hex id with "8e123") costs one parse.
-_SUSPECT = re.compile(rb"\\u|Infinity|NaN|\d{19}|\d[eE]\+?\d{3}")
-NOT_UTF8 = "request body is not valid UTF-8 (raw surrogate or invalid bytes)"
 
 
 async def send_json(send: Send, status: int, detail: str) -> None:
@@ -56,33 +50,6 @@ def url_problem(scope: Scope) -> str | None:
     if b"%00" in query or b"\x00" in query:
         return "query: a parameter contains a NUL character"
     return None
-
-
-def _plainly_storable(raw: bytes) -> bool:
-    """Whether the bytes alone show nothing could be unstorable once decoded."""
-    return (
-        _SUSPECT.search(raw) is None
-        and raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH  # cannot nest too deep
-    )
-
-
-def body_problem(raw: bytes) -> tuple[int, str] | None:
-    """(status, detail) when a JSON body cannot be stored, or None (malformed JSON is left to
-    the route, which answers it as FastAPI does)."""
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return 400, NOT_UTF8
-    if _plainly_storable(raw):
-        return None
-    try:
-        _, problem = json_problem(raw, "body")
-    except ValueError:
-        return None
-    if problem is None:
-        return None
-    return (400 if NOT_FINITE in problem else 422), problem
 
 
 def _content_type(scope: Scope) -> str | None:

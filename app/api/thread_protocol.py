@@ -17,11 +17,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from app import metrics
-from app.api.boundary import body_problem
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.errors import status_for
 from app.api.routing import resource_router
 from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event, format_events
+from app.db.storable import body_problem
 from app.errors import AppError
 from app.runs.protocol_commands import CommandError, ProtocolCommands, app_error_message
 from app.runs.threadlog.filters import FilterError, parse_subscription

@@ -4,8 +4,8 @@ PostgreSQL's `text` and `jsonb` refuse NUL characters and lone UTF-16 surrogates
 valid UTF-8); SQLite stores them but its JSON functions (and our readers) then fail on that
 row for good. Integers beyond 64 bits overflow both databases' integer types and NaN or
 Infinity are not JSON. Every client value is checked with these functions at the boundary
-(app/api/boundary.py) and graph output before it is persisted, so no statement ever sees
-such a value and no row becomes unreadable.
+(app/api/boundary.py, with `body_problem` for a body) and graph output before it is
+persisted, so no statement ever sees such a value and no row becomes unreadable.
 
 Errors name where the bad value is (a JSON path), never the value.
 """
@@ -68,6 +68,42 @@ def json_problem(text: str | bytes, root: str) -> tuple[Any, str | None]:
     except RecursionError:
         return None, f"{root}: {TOO_DEEP}"
     return value, value_problem(value, root)
+
+
+# What can make a decoded body unstorable: an escape (NUL, surrogates), a non-finite constant,
+# a 19-digit integer, or a 3-digit positive exponent (1e309 overflows to infinity; smaller or
+# negative ones are finite). A false positive (a hex id with "8e123") costs one parse.
+_SUSPECT = re.compile(rb"\\u|Infinity|NaN|\d{19}|\d[eE]\+?\d{3}")
+NOT_UTF8 = "request body is not valid UTF-8 (raw surrogate or invalid bytes)"
+
+
+def _plainly_storable(raw: bytes) -> bool:
+    """Whether the bytes alone show nothing could be unstorable once decoded."""
+    return (
+        _SUSPECT.search(raw) is None
+        and raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH  # cannot nest too deep
+    )
+
+
+def body_problem(raw: bytes) -> tuple[int, str] | None:
+    """(status, detail) when a JSON body cannot be stored, or None (malformed JSON is left to
+    its reader, which answers it its own way). The common body (ASCII, no `\\u` escape, no
+    number that could overflow, few brackets) is recognised from its bytes without being
+    decoded; only the others are parsed and walked."""
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return 400, NOT_UTF8
+    if _plainly_storable(raw):
+        return None
+    try:
+        _, problem = json_problem(raw, "body")
+    except ValueError:
+        return None
+    if problem is None:
+        return None
+    return (400 if NOT_FINITE in problem else 422), problem
 
 
 def value_problem(value: Any, root: str = "body") -> str | None:

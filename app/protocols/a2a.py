@@ -67,7 +67,7 @@ from starlette.responses import JSONResponse, Response
 
 from app import __version__
 from app.assistants.service import resolve_assistant_id
-from app.db.storable import json_problem
+from app.db.storable import NOT_UTF8, body_problem
 from app.errors import AppError, NotFound, ValidationFailed
 from app.protocols import shared
 from app.protocols.a2a_tasks import (
@@ -472,18 +472,18 @@ async def well_known_card(request: Request) -> Response:
 
 
 def _unstorable(body: bytes) -> A2AError | JSONRPCError | None:
-    """The boundary check's verdict on a body it did not see. The SDK decodes the body as
-    JSON whatever its content type, and HTTP's boundary check (app/api/boundary.py) reads
-    only JSON ones: a `text/plain` body's NUL, lone surrogate, 64-bit overflow or NaN went
-    into runs (an internal error, or a number stored as given), undecodable bytes became an
-    internal error. Malformed JSON is left to the SDK's parse error."""
-    try:
-        _, problem = json_problem(body, "body")
-    except UnicodeDecodeError:
-        return JSONParseError(message="request body is not valid UTF-8")
-    except ValueError:
+    """The boundary check's verdict (`body_problem`) on a body it may not have seen: the SDK
+    decodes the body as JSON whatever its content type, and HTTP's boundary check reads only
+    JSON ones. Bytes that are not UTF-8 are a parse error; malformed JSON is left to the SDK's."""
+    refused = body_problem(body)
+    if refused is None:
         return None
-    return None if problem is None else InvalidRequestError(message=problem)
+    detail = refused[1]
+    return (
+        JSONParseError(message=detail)
+        if detail == NOT_UTF8
+        else InvalidRequestError(message=detail)
+    )
 
 
 class A2AEndpoint:

@@ -43,6 +43,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from app.assistants.service import system_assistant_id
+from app.db.storable import NOT_UTF8
 from tests.authkit import AUDIENCE, HS_SECRET, ISSUER, bearer, claims, hs_token
 from tests.conftest import create_pg_database, drop_pg_database
 from tests.e2e.api_server import ROOT, clean_env, free_port, graphkeep
@@ -470,7 +471,7 @@ def test_a2a_body_of_any_content_type_is_checked(server: Server) -> None:
         error = r.json()["error"]
         assert error["code"] == -32600 and problem in error["message"], error
     r = httpx.post(url, content=b'{"jsonrpc": "2.0", "id": "\xff"}', headers=headers)
-    assert r.json()["error"] == {"code": -32700, "message": "request body is not valid UTF-8"}
+    assert r.json()["error"] == {"code": -32700, "message": NOT_UTF8}
     assert httpx.post(f"{server.url}/threads/count", json=count, headers=ACME).json() == before
 
 

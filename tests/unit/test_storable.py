@@ -1,4 +1,5 @@
-"""The one boundary check (app/db/storable.py) and its byte pre-check (app/api/boundary.py)."""
+"""The one boundary check and its byte pre-check (app/db/storable.py), and the URL check of
+app/api/boundary.py."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import json
 
 import pytest
 
-from app.api.boundary import body_problem, url_problem
+from app.api.boundary import url_problem
 from app.db.storable import (
     MAX_JSON_DEPTH,
     NOT_FINITE,
     UnstorableValue,
+    body_problem,
     check_filter,
     check_metadata,
     check_storable,
