@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Literal
@@ -21,6 +20,7 @@ from app.api.sse import (
     SSE_MEDIA_TYPE,
     format_event,
     parse_last_event_id,
+    requested_modes,
 )
 from app.auth.principal import Principal
 from app.db.storable import MAX_LIMIT, MAX_OFFSET
@@ -43,24 +43,6 @@ def _service(state: AppState) -> RunService:
 
 def _run_path(thread_id: str | None, run_id: str) -> str:
     return f"/threads/{thread_id}/runs/{run_id}" if thread_id else f"/runs/{run_id}"
-
-
-def _modes(values: list[str]) -> set[str]:
-    """Join-stream modes: repeated keys, a JSON array string, or empty (= no filter)."""
-    modes: set[str] = set()
-    for value in values:
-        value = value.strip()
-        if not value:
-            continue
-        if value.startswith("["):
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):  # too deep to parse is not a mode list either
-                raise ValidationFailed("stream_mode is not a JSON array of modes") from None
-            modes.update(str(v) for v in parsed)
-        else:
-            modes.update(v.strip() for v in value.split(",") if v.strip())
-    return modes
 
 
 def _keep(event: str, modes: set[str]) -> bool:
@@ -357,7 +339,7 @@ async def join_thread_run_stream(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
     after = parse_last_event_id(last_event_id)
-    modes = _modes(stream_mode or [])
+    modes = requested_modes(stream_mode or [])
     run = await _service(state).get(
         tenant_id=principal.tenant_id, thread_id=thread_id, run_id=run_id
     )

@@ -1,7 +1,9 @@
-"""SSE framing (contract section 6.1), keep-alives and Last-Event-ID parsing."""
+"""SSE framing (contract section 6.1), keep-alives, and the stream query parameters:
+Last-Event-ID and `stream_mode`."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 
@@ -65,3 +67,24 @@ def parse_last_event_id(value: str | None) -> int | None:
     if match is None:
         raise ValidationFailed(f"Last-Event-ID {value!r} is not a valid event id")
     return int(match.group(2))
+
+
+def requested_modes(values: Iterable[str]) -> set[str]:
+    """The stream modes a join asks for: repeated keys, each a comma-separated list or a JSON
+    array of names; empty names left out (none at all means the caller's default). A value
+    starting with "[" that is not a JSON array (too deep to parse included) is a 422."""
+    modes: set[str] = set()
+    for value in values:
+        value = value.strip()
+        if value.startswith("["):
+            try:
+                parsed = json.loads(value)
+            except (ValueError, RecursionError):
+                parsed = None
+            if not isinstance(parsed, list):
+                raise ValidationFailed("stream_mode is not a JSON array of modes")
+            modes.update(str(v).strip() for v in parsed)
+        else:
+            modes.update(v.strip() for v in value.split(","))
+    modes.discard("")
+    return modes

@@ -3,7 +3,6 @@ updates over SSE, live or resumed after a `Last-Event-ID`."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Annotated
@@ -15,7 +14,7 @@ from fastapi.responses import StreamingResponse
 from app import metrics
 from app.api.deps import AppStateDep, PrincipalDep
 from app.api.routing import resource_router
-from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event
+from app.api.sse import HEARTBEAT, SSE_HEADERS, SSE_MEDIA_TYPE, format_event, requested_modes
 from app.errors import ValidationFailed
 from app.runs.thread_stream import (
     THREAD_STREAM_MODES,
@@ -31,20 +30,7 @@ router = resource_router("threads")
 
 def thread_stream_modes(values: list[str]) -> frozenset[str]:
     """Repeated keys, a comma-separated list or a JSON array; none means `run_modes`."""
-    modes: set[str] = set()
-    for value in values:
-        value = value.strip()
-        if value.startswith("["):
-            try:
-                parsed = json.loads(value)
-            except (ValueError, RecursionError):  # too deep to parse is not a mode list either
-                raise ValidationFailed("stream_mode is not a JSON array of modes") from None
-            if not isinstance(parsed, list):
-                raise ValidationFailed("stream_mode is not a JSON array of modes")
-            modes.update(str(v).strip() for v in parsed)
-        else:
-            modes.update(v.strip() for v in value.split(","))
-    modes.discard("")
+    modes = requested_modes(values)
     unknown = sorted(modes - set(THREAD_STREAM_MODES))
     if unknown:
         raise ValidationFailed(
