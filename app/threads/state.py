@@ -17,7 +17,6 @@ from langgraph.types import StateUpdate as GraphUpdate
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from app.db.access import read, transaction
-from app.db.storable import check_storable
 from app.db.types import utcnow
 from app.errors import Conflict, InvalidInput, NotFound, ValidationFailed
 from app.graphs.jsonable import interrupt_json, to_jsonable
@@ -443,9 +442,6 @@ async def update_state(
     state (the thread stream's `state_update` event)."""
     engine, graphs, saver, store = storage.engine, storage.graphs, storage.saver, storage.store
     thread_id = parse_thread_id(thread_id)
-    # HTTP's boundary check has seen a REST body; not every caller's (the console's form):
-    # LangGraph writes the checkpoint before the thread row could refuse its values
-    check_storable({"values": body.values, "as_node": body.as_node}, "body")
     async with read(engine) as conn:  # one connection for both checks
         row = (await conn.execute(q.THREAD_ROW, q.thread_key(tenant_id, thread_id))).first()
         if row is None:
