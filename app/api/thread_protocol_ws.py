@@ -119,12 +119,9 @@ class _Socket:
         given = params.get("subscription_id")
         sub_id = given if reconnect and isinstance(given, str) and given else str(uuid.uuid4())
         async with self.send_lock:  # the follower is between pages
+            # caught up first: a failed read leaves no subscription (its answer is the error)
+            replayed = 0 if self.follower is None else await self._catch_up(sub)
             self.subs[sub_id] = sub
-            try:
-                replayed = 0 if self.follower is None else await self._catch_up(sub)
-            except BaseException:  # a failed read: the error answer, and no subscription
-                del self.subs[sub_id]
-                raise
         if self.follower is None:
             self.position = sub.since or 0  # a later subscription may want what lies before
             self.follower = asyncio.create_task(self.follow(self.position))
